@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install what autobatch needs (Debian packages, only when missing) and
+# build it.  Used by the README's two commands and by .ci/run.
+#   bash .ci/setup.sh BUILD_DIR [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+shift || true
+
+pkgs=(gcc make cmake pkg-config libyaml-dev libjansson-dev libcurl4-openssl-dev
+      libcmocka-dev jq procps)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: error: run as root (or install: ${missing[*]})" >&2
+    exit 2
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+cmake -S . -B "$build" -DAUTOBATCH_WERROR=ON "$@" >/dev/null
+cmake --build "$build" -j"$(nproc)"

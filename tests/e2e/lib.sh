@@ -1,0 +1,41 @@
+# Shared helpers for the end-to-end tests (sourced, not run).
+# ctest sets AUTOBATCH, SIMTRAIN and AB_SOURCE_DIR.
+set -euo pipefail
+: "${AUTOBATCH:?set by ctest}" "${SIMTRAIN:?set by ctest}"
+WORK=$(mktemp -d /tmp/ab-e2e-XXXXXX)
+# Every process a test starts carries this mark in its environment, so
+# leftovers can be found in /proc without guessing at names.
+export AB_E2E_MARK="ab-e2e-$$-$RANDOM"
+trap 'rm -rf "$WORK"' EXIT
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
+
+assert_eq() { # want got what
+  [ "$1" = "$2" ] || fail "$3: expected '$1', got '$2'"
+}
+
+# Processes (other than this shell and its ancestors) carrying our mark.
+marked_procs() {
+  local p me=$$ out=""
+  for p in /proc/[0-9]*; do
+    p=${p#/proc/}
+    [ "$p" = "$me" ] && continue
+    [ "$p" = "$BASHPID" ] && continue
+    if { tr '\0' '\n' < /proc/$p/environ; } 2>/dev/null | grep -qx "AB_E2E_MARK=$AB_E2E_MARK"; then
+      # our own test shell's subshells are not leftovers
+      case "$(cat /proc/$p/comm 2>/dev/null)" in bash|tr|grep|cat) continue ;; esac
+      out="$out $p"
+    fi
+  done
+  echo "$out"
+}
+
+assert_no_leftovers() {
+  local left
+  left=$(marked_procs)
+  [ -z "$left" ] || { ps -o pid,ppid,stat,cmd -p ${left// /,} >&2 || true; fail "processes left behind:$left"; }
+}
+
+# jq on the results file
+jqr() { jq -r "$1" "$2"; }

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Bad input: a one-line error that names the fix, exit 2, nothing started.
+source "$(dirname "$0")/lib.sh"
+
+marker="$WORK/started"
+cmd=(sh -c "touch '$marker'")
+
+bad() { # expected-text, autobatch args...
+  local want=$1; shift
+  set +e
+  "$AUTOBATCH" "$@" >"$WORK/out" 2>"$WORK/err"
+  local rc=$?
+  set -e
+  assert_eq 2 "$rc" "autobatch $* : exit status"
+  grep -q -- "$want" "$WORK/err" || fail "autobatch $*: expected '$want' in: $(cat "$WORK/err")"
+  [ "$(grep -c 'error:' "$WORK/err")" = 1 ] || fail "autobatch $*: not one error line: $(cat "$WORK/err")"
+  [ ! -e "$marker" ] || fail "autobatch $*: the command was started"
+  pass "$* -> $(head -1 "$WORK/err")"
+}
+
+bad "no command to tune" --batch 1:8
+bad "the command after '--' is empty" --batch 1:8 --
+bad "not found in PATH" -- no-such-trainer-xyz --flag
+printf 'print("hi")\n' > "$WORK/train.py"
+chmod 644 "$WORK/train.py"
+bad "not executable" -- "$WORK/train.py"
+bad "not found; check the path" -- ./missing/train.sh
+bad "unknown option '--bogus'" --bogus -- "${cmd[@]}"
+bad "unknown option '--batchsize'" --batchsize=4 -- "${cmd[@]}"
+bad "MIN must be at least 1" --batch 0:8 -- "${cmd[@]}"
+bad "MAX is below MIN" --batch 8:4 -- "${cmd[@]}"
+bad "expected MIN:MAX" --batch 8 -- "${cmd[@]}"
+bad "expected MIN:MAX" --batch 1:x -- "${cmd[@]}"
+bad "STEP must be at least 1" --batch 1:8:0 -- "${cmd[@]}"
+bad "not a duration" --trial-timeout 10x -- "${cmd[@]}"
+bad "not a duration" --budget -5m -- "${cmd[@]}"
+bad "not a duration" --hang-timeout= -- "${cmd[@]}"
+bad "expected a whole number" --steps 0 -- "${cmd[@]}"
+bad "needs a value" --json
+bad "unknown preset" --preset nope -- "${cmd[@]}"
+bad "choose a writable path" --json "$WORK/no/such/dir/r.json" -- "${cmd[@]}"
+bad "it is a directory" --json "$WORK" -- "${cmd[@]}"
+bad "takes no value" --quiet=yes -- "${cmd[@]}"
+
+# --help and --version exit 0 and print to stdout.
+"$AUTOBATCH" --help | grep -q "^usage: autobatch" || fail "--help"
+"$AUTOBATCH" --help | grep -q "Examples:" || fail "--help has no examples"
+"$AUTOBATCH" --version | grep -q "^autobatch [0-9]" || fail "--version"
+pass "--help, --version"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# How knobs reach the command: the hf preset replaces flags in place
+# (--flag V and --flag=V, never duplicated); the env preset only sets the
+# AUTOBATCH_* variables of DESIGN.md 2.2.
+source "$(dirname "$0")/lib.sh"
+
+# hf: the command's own flags are replaced; simtrain prints where each knob
+# came from, and rejects nothing, so look at what it saw.
+"$AUTOBATCH" --batch 1:64 --json "$WORK/hf.json" --verbose -- "$SIMTRAIN" --capacity 8G \
+  --per_device_train_batch_size 3 --gradient_accumulation_steps=1 --max_steps 999 \
+  >/dev/null 2>"$WORK/hf.err" || fail "hf: exit $?"
+want=$("$SIMTRAIN" --capacity 8G --max_steps 7 --print-max)
+assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$WORK/hf.json")" "hf: max micro-batch"
+grep -q "knobs micro_batch=$want (flag)" "$WORK/hf.err" || fail "hf: simtrain did not get the flag"
+line=$(grep -m1 '^autobatch: \$' "$WORK/hf.err")
+for f in --per_device_train_batch_size --max_steps; do
+  [ "$(grep -o -- "$f " <<<"$line" | wc -l)" = 1 ] || fail "hf: $f duplicated: $line"
+done
+grep -q -- "--gradient_accumulation_steps=1 " <<<"$line" || fail "hf: --flag=V form not kept: $line"
+pass "hf preset replaces flags in place"
+
+# env: only the variables; simtrain reads them with --knobs-from-env.
+"$AUTOBATCH" --preset env --batch 1:64 --json "$WORK/env.json" -- "$SIMTRAIN" --capacity 8G \
+  --knobs-from-env --max_steps 7 >/dev/null 2>"$WORK/env.err" || fail "env: exit $?"
+assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$WORK/env.json")" "env: max micro-batch"
+grep -q "knobs micro_batch=$want (env)" "$WORK/env.err" || fail "env: simtrain did not read the env"
+pass "env preset"
+
+# Every trial sees the variables of DESIGN.md 2.2.
+"$AUTOBATCH" --preset env --quiet --batch 2:2 --steps 1 --warmup 0 --json "$WORK/vars.json" -- sh -c \
+  'env | grep ^AUTOBATCH_ | sort > "$0"; echo "{\"step\": 1, \"samples\": 2, \"time\": 1}" >> "$AUTOBATCH_REPORT"' \
+  "$WORK/vars" >/dev/null 2>&1 || fail "vars: exit $?"
+for v in AUTOBATCH_TRIAL=1 AUTOBATCH_MICRO_BATCH=2 AUTOBATCH_GRAD_ACCUM=1 \
+         AUTOBATCH_CHECKPOINTING=0 AUTOBATCH_MAX_STEPS=1; do
+  grep -qx "$v" "$WORK/vars" || fail "vars: $v missing: $(cat "$WORK/vars")"
+done
+grep -q '^AUTOBATCH_REPORT=/' "$WORK/vars" || fail "vars: AUTOBATCH_REPORT"
+assert_eq true "$(jqr '.max_fit[0].bounded_by == "batch.max"' "$WORK/vars.json")" "vars: bounded"
+pass "trial environment"

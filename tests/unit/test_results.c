@@ -1,0 +1,143 @@
+/* Unit tests for results: the schema of DESIGN.md 2.5, nulls, frontier. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "results.h"
+
+static void fill(struct results *r)
+{
+    char *argv[] = { "accelerate", "launch", "train.py", NULL };
+    assert_int_equal(results_init(r, argv), 0);
+    r->batch_min = 1;
+    r->batch_max = 512;
+    r->batch_step = 1;
+    r->grad_accum = malloc(sizeof *r->grad_accum);
+    r->grad_accum[0] = 1;
+    r->ngrad_accum = 1;
+    r->ckpt_off = 1;
+    struct results_trial t = { .grad_accum = 1, .exit_code = -1, .teardown_s = -1,
+                               .step_time_s = -1, .samples_per_s = -1, .peak_mem_bytes = -1 };
+    /* 8 fits at 100/s, 16 fits at 180/s, 32 OOMs, 24 fits at 170/s (slower
+     * than 16 and bigger: dominated). */
+    long mb[] = { 8, 16, 32, 24 };
+    double sps[] = { 100, 180, -1, 170 };
+    for (int i = 0; i < 4; i++) {
+        t.id = i + 1;
+        t.micro_batch = mb[i];
+        t.outcome = sps[i] < 0 ? TRIAL_OOM : TRIAL_FIT;
+        t.samples_per_s = sps[i];
+        t.exit_code = sps[i] < 0 ? 1 : -1;
+        t.signal = sps[i] < 0 ? 0 : 15;
+        t.evidence = sps[i] < 0 ? "torch.OutOfMemoryError: CUDA out of memory." : NULL;
+        t.signature = sps[i] < 0 ? "torch-cuda-current" : NULL;
+        assert_int_equal(results_add_trial(r, &t), 0);
+    }
+    struct results_cell c = { 1, 0, 24, 32, NULL };
+    assert_int_equal(results_add_cell(r, &c), 0);
+    r->best = 3;
+    r->exit_status = 0;
+    r->wall_s = 12.5;
+}
+
+static void test_schema(void **state)
+{
+    (void)state;
+    struct results r = RESULTS_INIT;
+    fill(&r);
+    json_t *j = results_to_json(&r);
+    assert_non_null(j);
+    assert_string_equal(json_string_value(json_object_get(j, "schema")), "autobatch.results/1");
+    assert_int_equal(json_array_size(json_object_get(j, "command")), 3);
+    const char *when = json_string_value(json_object_get(j, "started_at"));
+    assert_non_null(when);
+    assert_int_equal(strlen(when), 20);
+    assert_int_equal(when[19], 'Z');
+    json_t *host = json_object_get(j, "host");
+    assert_true(json_is_string(json_object_get(host, "hostname")));
+    assert_true(json_is_array(json_object_get(host, "gpus")));
+    json_t *space = json_object_get(j, "space");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(space, "batch"), "max")), 512);
+    assert_true(json_is_null(json_object_get(space, "global_batch")));
+    assert_true(json_is_false(json_array_get(json_object_get(space, "checkpointing"), 0)));
+    json_t *trials = json_object_get(j, "trials");
+    assert_int_equal(json_array_size(trials), 4);
+    json_t *t3 = json_array_get(trials, 2);
+    const char *keys[] = { "id", "micro_batch", "grad_accum", "checkpointing", "outcome",
+                           "exit_code", "signal", "wall_s", "steps_measured", "samples_per_s",
+                           "peak_mem_bytes", "evidence" };
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        assert_non_null(json_object_get(t3, keys[i]));
+    assert_string_equal(json_string_value(json_object_get(t3, "outcome")), "oom");
+    assert_true(json_is_null(json_object_get(t3, "samples_per_s")));
+    assert_true(json_is_null(json_object_get(t3, "peak_mem_bytes")));
+    assert_true(json_is_null(json_object_get(t3, "signal")));
+    assert_int_equal(json_integer_value(json_object_get(t3, "exit_code")), 1);
+    json_t *t1 = json_array_get(trials, 0);
+    assert_true(json_is_null(json_object_get(t1, "evidence")));
+    assert_true(json_is_null(json_object_get(t1, "exit_code")));
+    json_t *mf = json_array_get(json_object_get(j, "max_fit"), 0);
+    assert_int_equal(json_integer_value(json_object_get(mf, "micro_batch")), 24);
+    assert_null(json_object_get(mf, "bounded_by"));
+    json_t *best = json_object_get(j, "best");
+    assert_int_equal(json_integer_value(json_object_get(best, "micro_batch")), 24);
+    json_t *sum = json_object_get(j, "summary");
+    assert_int_equal(json_integer_value(json_object_get(sum, "trials")), 4);
+    assert_int_equal(json_integer_value(json_object_get(sum, "exit")), 0);
+    json_decref(j);
+    results_release(&r);
+}
+
+static void test_frontier(void **state)
+{
+    (void)state;
+    struct results r = RESULTS_INIT;
+    fill(&r);
+    long idx[8];
+    size_t n = results_frontier(&r, idx);
+    /* 8 (least memory) and 16 (fastest); 24 is dominated by 16. */
+    assert_int_equal(n, 2);
+    assert_int_equal(r.trials[idx[0]].micro_batch, 8);
+    assert_int_equal(r.trials[idx[1]].micro_batch, 16);
+    results_release(&r);
+}
+
+static void test_bounded_and_write(void **state)
+{
+    (void)state;
+    struct results r = RESULTS_INIT;
+    fill(&r);
+    r.cells[0].bounded_by = "batch.max";
+    char path[] = "/tmp/ab-results-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    char err[256];
+    assert_int_equal(results_write(&r, path, err, sizeof err), 0);
+    json_error_t je;
+    json_t *j = json_load_file(path, 0, &je);
+    unlink(path);
+    assert_non_null(j);
+    json_t *mf = json_array_get(json_object_get(j, "max_fit"), 0);
+    assert_true(json_is_null(json_object_get(mf, "micro_batch")));
+    assert_string_equal(json_string_value(json_object_get(mf, "bounded_by")), "batch.max");
+    json_decref(j);
+    results_release(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schema),
+        cmocka_unit_test(test_frontier),
+        cmocka_unit_test(test_bounded_and_write),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

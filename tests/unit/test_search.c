@@ -1,0 +1,153 @@
+/* Unit tests for search: exact boundaries, trial counts, contradictions. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+
+#include "search.h"
+
+/* Run the search against "fits iff v <= limit"; returns trials used and
+ * checks that no candidate was proposed twice. */
+static int run_to_end(struct search *s, long limit)
+{
+    int trials = 0;
+    long v;
+    long seen[256];
+    while (search_next(s, &v)) {
+        for (int i = 0; i < trials; i++)
+            assert_true(seen[i] != v);
+        assert_true(v >= s->min && v <= s->max);
+        assert_int_equal((v - s->min) % s->step, 0);
+        seen[trials++] = v;
+        assert_true(trials < 256);
+        search_record(s, v, v <= limit);
+    }
+    return trials;
+}
+
+static void test_exact_boundary_every_limit(void **state)
+{
+    (void)state;
+    /* Every limit in 1..512: exact answer within 2*log2(range) trials. */
+    int worst = 0;
+    for (long limit = 1; limit < 512; limit++) {
+        struct search s;
+        assert_int_equal(search_init(&s, 1, 512, 1), 0);
+        int t = run_to_end(&s, limit);
+        assert_int_equal(search_max_fit(&s), limit);
+        assert_int_equal(search_min_fail(&s), limit + 1);
+        assert_false(search_bounded(&s));
+        assert_true(t <= 2 * 9 + 1);
+        if (t > worst)
+            worst = t;
+        search_release(&s);
+    }
+    assert_true(worst <= 19);
+}
+
+static void test_grid_with_step(void **state)
+{
+    (void)state;
+    struct search s;
+    assert_int_equal(search_init(&s, 8, 1000, 8), 0);
+    assert_int_equal(s.max, 1000); /* 8 + 124*8 */
+    run_to_end(&s, 300);
+    assert_int_equal(search_max_fit(&s), 296);
+    assert_int_equal(search_min_fail(&s), 304);
+    search_release(&s);
+
+    assert_int_equal(search_init(&s, 3, 50, 5), 0);
+    assert_int_equal(s.max, 48);
+    run_to_end(&s, 1000);
+    assert_int_equal(search_max_fit(&s), 48);
+    assert_true(search_bounded(&s));
+    search_release(&s);
+}
+
+static void test_ramp_starts_low(void **state)
+{
+    (void)state;
+    struct search s;
+    assert_int_equal(search_init(&s, 1, 1 << 20, 1), 0);
+    long v;
+    assert_int_equal(search_next(&s, &v), 1);
+    assert_int_equal(v, 1);
+    search_record(&s, 1, 1);
+    assert_int_equal(search_next(&s, &v), 1);
+    assert_int_equal(v, 2);
+    search_record(&s, 2, 1);
+    assert_int_equal(search_next(&s, &v), 1);
+    assert_int_equal(v, 4);
+    search_release(&s);
+}
+
+static void test_nothing_fits_and_bounded(void **state)
+{
+    (void)state;
+    struct search s;
+    assert_int_equal(search_init(&s, 4, 64, 1), 0);
+    assert_int_equal(run_to_end(&s, 3), 1);
+    assert_int_equal(search_max_fit(&s), -1);
+    assert_int_equal(search_min_fail(&s), 4);
+    search_release(&s);
+
+    assert_int_equal(search_init(&s, 1, 100, 1), 0);
+    run_to_end(&s, 100);
+    assert_int_equal(search_max_fit(&s), 100);
+    assert_true(search_bounded(&s));
+    search_release(&s);
+
+    assert_int_equal(search_init(&s, 0, 10, 1), -1);
+    assert_int_equal(search_init(&s, 5, 4, 1), -1);
+    assert_int_equal(search_init(&s, 1, 4, 0), -1);
+}
+
+static void test_contradiction_is_retested_once(void **state)
+{
+    (void)state;
+    struct search s;
+    long v;
+    assert_int_equal(search_init(&s, 1, 64, 1), 0);
+    /* 16 fits, then 8 fails (flaky), which contradicts. */
+    search_record(&s, 16, 1);
+    search_record(&s, 8, 0);
+    assert_int_equal(search_next(&s, &v), 1);
+    assert_int_equal(v, 8); /* the one sanctioned repeat */
+    search_record(&s, 8, 1);
+    assert_int_equal(s.ncontra, 1);
+    assert_int_equal(s.contra[0].value, 8);
+    assert_int_equal(s.contra[0].larger_fit, 16);
+    assert_int_equal(s.contra[0].retest_fit, 1);
+    assert_int_equal(search_max_fit(&s), 16);
+    search_release(&s);
+
+    /* Confirmed failure: the smaller failure stands. */
+    assert_int_equal(search_init(&s, 1, 64, 1), 0);
+    search_record(&s, 16, 1);
+    search_record(&s, 8, 0);
+    assert_int_equal(search_next(&s, &v), 1);
+    assert_int_equal(v, 8);
+    search_record(&s, 8, 0);
+    assert_int_equal(s.contra[0].retest_fit, 0);
+    assert_int_equal(search_min_fail(&s), 8);
+    assert_int_equal(search_max_fit(&s), -1);
+    /* Carries on below the confirmed failure, never repeating 8 again. */
+    assert_int_equal(search_next(&s, &v), 1);
+    assert_int_equal(v, 1);
+    search_release(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_boundary_every_limit),
+        cmocka_unit_test(test_grid_with_step),
+        cmocka_unit_test(test_ramp_starts_low),
+        cmocka_unit_test(test_nothing_fits_and_bounded),
+        cmocka_unit_test(test_contradiction_is_retested_once),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,314 @@
+/*
+ * Unit tests for probes/steps.c: tqdm bars as tqdm draws them (unicode
+ * blocks, '\r' redraws, both rate forms), the Hugging Face Trainer's metric
+ * dicts of both generations, AUTOBATCH_REPORT lines, and lines that look a
+ * little like progress but are not.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <string.h>
+
+#include "steps.h"
+
+/* "█" and "▊", as tqdm draws the bar */
+#define FULL "\xe2\x96\x88"
+#define PART "\xe2\x96\x8a"
+#define BAR10 FULL FULL FULL FULL FULL FULL FULL FULL FULL FULL
+
+/* cmocka's assert_float_equal works in float; these values need double. */
+#define assert_near(a, b, eps)                                                  \
+    do {                                                                        \
+        double a_ = (a), b_ = (b);                                              \
+        if (!(fabs(a_ - b_) <= (eps)))                                          \
+            fail_msg("%s is %.17g, want %.17g", #a, a_, b_);                    \
+    } while (0)
+
+static struct step_event parse(const char *line)
+{
+    struct step_event ev;
+    memset(&ev, 0x5a, sizeof ev); /* garbage, to see that every field is set */
+    int rc = steps_parse_line(line, strlen(line), &ev);
+    assert_int_equal(rc, ev.source != STEP_NONE);
+    return ev;
+}
+
+static void expect_tqdm(const char *line, long step, long total, double rate)
+{
+    struct step_event ev = parse(line);
+    if (ev.source != STEP_TQDM)
+        fail_msg("not read as a tqdm bar: \"%s\"", line);
+    assert_int_equal(ev.step, step);
+    assert_int_equal(ev.total, total);
+    if (rate < 0)
+        assert_true(ev.rate_it_s < 0);
+    else
+        assert_near(ev.rate_it_s, rate, 1e-9);
+    assert_true(ev.samples < 0);
+    assert_true(ev.time_s < 0);
+    assert_int_equal(ev.peak_mem_bytes, -1);
+    assert_true(ev.hf_samples_per_s < 0);
+}
+
+static void expect_none(const char *line)
+{
+    struct step_event ev = parse(line);
+    if (ev.source != STEP_NONE)
+        fail_msg("read as progress (source %d, step %ld): \"%s\"", (int)ev.source, ev.step,
+                 line);
+    assert_int_equal(ev.step, -1);
+}
+
+static void test_tqdm_rates(void **state)
+{
+    (void)state;
+    /* the example in FACTS.md */
+    expect_tqdm(" 98%|" FULL FULL FULL FULL FULL FULL FULL FULL FULL PART
+                "| 2086/2120 [26:01<00:22,  1.49it/s]",
+                2086, 2120, 1.49);
+    /* slower than 1 it/s: seconds per iteration */
+    expect_tqdm(" 10%|" FULL "         | 5/50 [00:20<03:00,  4.00s/it]", 5, 50, 0.25);
+    expect_tqdm(" 10%|" FULL "         | 5/50 [00:20<03:01,  3.20s/it]", 5, 50, 1 / 3.2);
+    /* unknown rate before the second iteration */
+    expect_tqdm("  0%|          | 0/100 [00:00<?, ?it/s]", 0, 100, -1);
+    /* postfix after the rate */
+    expect_tqdm(" 40%|" FULL FULL FULL FULL "      | 40/100 [00:10<00:15,  3.99it/s, loss=0.532, "
+                "lr=1e-4]",
+                40, 100, 3.99);
+    /* hours, and a fast rate wider than 5 columns */
+    expect_tqdm("100%|" BAR10 "| 10000/10000 [2:46:40<00:00, 1000.00it/s]", 10000, 10000,
+                1000.0);
+    /* a description in front, as Lightning and accelerate scripts print */
+    expect_tqdm("Epoch 0:  50%|" FULL FULL FULL FULL FULL "     | 50/100 [00:25<00:25,  "
+                "2.00it/s, v_num=3, train_loss=1.23]",
+                50, 100, 2.0);
+}
+
+static void test_tqdm_unknown_total(void **state)
+{
+    (void)state;
+    /* total=None: no bar, no remaining time */
+    expect_tqdm("5it [00:01,  3.20it/s]", 5, -1, 3.2);
+    expect_tqdm("Training: 123it [01:02,  1.98it/s, loss=2.1]", 123, -1, 1.98);
+    expect_tqdm("7it [00:09,  1.25s/it]", 7, -1, 0.8);
+    /* a bar_format that keeps "/total" with an unknown total */
+    expect_tqdm("12/? [00:03<?,  3.61it/s]", 12, -1, 3.61);
+}
+
+static void test_tqdm_redraws(void **state)
+{
+    (void)state;
+    /* The runner splits on '\r'; each piece is one redraw. */
+    const char *stream = "\r  1%|          | 1/100 [00:01<01:39,  1.00it/s]"
+                         "\r  2%|\xe2\x96\x8f         | 2/100 [00:02<01:38,  1.00it/s]"
+                         "\r  3%|\xe2\x96\x8e         | 3/100 [00:03<01:37,  1.01it/s]";
+    const char *p = stream;
+    long want = 1;
+    while ((p = strchr(p, '\r')) != NULL) {
+        p++;
+        const char *next = strchr(p, '\r');
+        size_t len = next ? (size_t)(next - p) : strlen(p);
+        struct step_event ev;
+        assert_int_equal(steps_parse_line(p, len, &ev), 1);
+        assert_int_equal(ev.source, STEP_TQDM);
+        assert_int_equal(ev.step, want);
+        assert_int_equal(ev.total, 100);
+        want++;
+    }
+    assert_int_equal(want, 4);
+
+    /* Unsplit, the newest (rightmost) redraw counts. */
+    expect_tqdm(stream, 3, 100, 1.01);
+    /* a nested bar moves the cursor up first */
+    expect_tqdm("\x1b[A 50%|" FULL FULL FULL FULL FULL "     | 5/10 [00:05<00:05,  1.00it/s]", 5,
+                10, 1.0);
+    /* only line[0..len) is read: cut before the rate, it is no bar */
+    const char *l = " 98%|" BAR10 "| 2086/2120 [26:01<00:22,  1.49it/s]";
+    struct step_event ev;
+    assert_int_equal(steps_parse_line(l, strlen(l) - strlen("1.49it/s]"), &ev), 0);
+    assert_int_equal(ev.source, STEP_NONE);
+}
+
+static void test_tqdm_other_bars(void **state)
+{
+    (void)state;
+    /* Not the training bar, but a bar: the caller decides. */
+    expect_tqdm("Loading checkpoint shards: 100%|" BAR10 "| 3/3 [00:02<00:00,  1.20it/s]", 3, 3,
+                1.2);
+    expect_tqdm("Evaluating:  25%|" FULL FULL "        | 4/16 [00:01<00:03,  3.50it/s]", 4, 16,
+                3.5);
+    /* Scaled counts are rounded to 3 digits and cannot count steps. */
+    expect_none(" 12%|" FULL "         | 1.2k/10.0k [00:10<01:13, 120.00it/s]");
+    expect_none(" 10%|" FULL "         | 999/10.0k [00:10<01:13, 99.90it/s]");
+    /* Bars counting something other than iterations. */
+    expect_none("Map: 100%|" BAR10 "| 1000/1000 [00:00<00:00, 12345.67 examples/s]");
+    expect_none("model.safetensors: 100%|" BAR10 "| 548M/548M [00:02<00:00, 212MB/s]");
+}
+
+static void test_not_progress(void **state)
+{
+    (void)state;
+    expect_none("Epoch 1/10");
+    expect_none("2024/01/02 12:00:00 starting run");
+    expect_none("loading 3/4 shards");
+    expect_none("step 3/10 [rank0] loss 2.31");
+    expect_none("[2024-01-02 12:00:00] 3/4 done");
+    expect_none("resuming from 3/4 [00:01]");
+    expect_none("progress 3/4 [00:01<00:02] no rate");
+    expect_none("version 1.2/3 [00:01<00:02,  1.00it/s]");
+    expect_none("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.");
+    expect_none("***** Running training *****");
+    expect_none("  Num examples = 1,000");
+    expect_none("");
+    expect_none("[");
+    expect_none(" [");
+}
+
+static void expect_hf(const char *line, enum step_source src, double samples_per_s)
+{
+    struct step_event ev = parse(line);
+    if (ev.source != src)
+        fail_msg("source %d, want %d: \"%s\"", (int)ev.source, (int)src, line);
+    assert_int_equal(ev.step, -1);
+    assert_int_equal(ev.total, -1);
+    assert_true(ev.rate_it_s < 0);
+    if (samples_per_s < 0)
+        assert_true(ev.hf_samples_per_s < 0);
+    else
+        assert_near(ev.hf_samples_per_s, samples_per_s, 1e-12);
+}
+
+static void test_hf_dicts(void **state)
+{
+    (void)state;
+    /* floats (older transformers) */
+    expect_hf("{'loss': 2.3114, 'grad_norm': 1.2345, 'learning_rate': 5e-05, 'epoch': 0.01}",
+              STEP_HF_LOG, -1);
+    /* :.4g strings (newer transformers) */
+    expect_hf("{'loss': '2.311', 'grad_norm': '1.234', 'learning_rate': '5e-05', 'epoch': "
+              "'0.01'}",
+              STEP_HF_LOG, -1);
+    /* rank prefix, indentation, trailing blanks */
+    expect_hf("[rank0]:   {'loss': 0.6931, 'learning_rate': 4.9e-05, 'epoch': 0.02}  ",
+              STEP_HF_LOG, -1);
+    expect_hf("{'loss': nan, 'grad_norm': nan, 'learning_rate': 5e-05, 'epoch': 0.05}",
+              STEP_HF_LOG, -1);
+
+    /* the summary dict ends training */
+    expect_hf("{'train_runtime': 27172.2581, 'train_samples_per_second': 0.887, "
+              "'train_steps_per_second': 0.444, 'train_loss': 1.2345, 'epoch': 3.0}",
+              STEP_HF_DONE, 0.887);
+    expect_hf("{'train_runtime': '1575', 'train_samples_per_second': '1.333', "
+              "'train_steps_per_second': '0.167', 'train_loss': '2.345', 'epoch': '1'}",
+              STEP_HF_DONE, 1.333);
+    expect_hf("{'train_runtime': '12.5', 'train_samples_per_second': '1.333e+04', "
+              "'train_steps_per_second': '104.2', 'train_loss': '2.345', 'epoch': '1'}",
+              STEP_HF_DONE, 13330.0);
+    expect_hf("{'train_runtime': 3.1, 'train_loss': 2.2, 'epoch': 1.0}", STEP_HF_DONE, -1);
+
+    /* eval dicts are not steps */
+    expect_none("{'eval_loss': 2.1234, 'eval_runtime': 3.21, 'eval_samples_per_second': 31.15, "
+                "'eval_steps_per_second': 3.9, 'epoch': 1.0}");
+    expect_none("{'eval_loss': '2.123', 'eval_runtime': '3.21', 'epoch': '1'}");
+    /* a config dict that happens to have a 'loss' key */
+    expect_none("config = {'loss': 'cross_entropy', 'lr': 0.0001}");
+    /* a dict quoted inside something else */
+    expect_none("Namespace(metrics={'loss': 2.0})");
+    expect_none("{'loss': 2.0, 'epoch': 0.1");
+}
+
+static void test_report_lines(void **state)
+{
+    (void)state;
+    struct step_event ev;
+    const char *l;
+
+    l = "{\"step\": 10, \"samples\": 320, \"time\": 12.5}";
+    assert_int_equal(steps_parse_report(l, strlen(l), &ev), 1);
+    assert_int_equal(ev.source, STEP_REPORT);
+    assert_int_equal(ev.step, 10);
+    assert_near(ev.samples, 320.0, 0);
+    assert_near(ev.time_s, 12.5, 0);
+    assert_int_equal(ev.peak_mem_bytes, -1);
+    assert_int_equal(ev.total, -1);
+    assert_true(ev.rate_it_s < 0);
+    assert_true(ev.hf_samples_per_s < 0);
+
+    l = "{\"step\": 3, \"samples\": 96.0, \"time\": 1700000000.25, \"peak_mem_bytes\": "
+        "12884901888}\r\n";
+    assert_int_equal(steps_parse_report(l, strlen(l), &ev), 1);
+    assert_int_equal(ev.step, 3);
+    assert_near(ev.samples, 96.0, 0);
+    assert_near(ev.time_s, 1700000000.25, 0);
+    assert_int_equal(ev.peak_mem_bytes, 12884901888LL);
+
+    l = "{\"step\": 4.0, \"peak_mem_bytes\": 1.5e9}";
+    assert_int_equal(steps_parse_report(l, strlen(l), &ev), 1);
+    assert_int_equal(ev.step, 4);
+    assert_true(ev.samples < 0);
+    assert_true(ev.time_s < 0);
+    assert_int_equal(ev.peak_mem_bytes, 1500000000LL);
+
+    /* optional fields of the wrong type are dropped, the step is kept */
+    l = "{\"step\": 5, \"samples\": \"32\", \"time\": null, \"rank\": 0}";
+    assert_int_equal(steps_parse_report(l, strlen(l), &ev), 1);
+    assert_int_equal(ev.step, 5);
+    assert_true(ev.samples < 0);
+    assert_true(ev.time_s < 0);
+
+    /* only line[0..len) is read */
+    l = "{\"step\": 7}{\"step\": 8}";
+    assert_int_equal(steps_parse_report(l, strlen("{\"step\": 7}"), &ev), 1);
+    assert_int_equal(ev.step, 7);
+
+    /* a report line is not output progress */
+    expect_none("{\"step\": 10, \"samples\": 320, \"time\": 12.5}");
+}
+
+static void test_report_invalid(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "",
+        "not json",
+        "{\"samples\": 3, \"time\": 1.0}",
+        "{\"step\": \"3\"}",
+        "{\"step\": null}",
+        "{\"step\": true}",
+        "{\"step\": -1}",
+        "{\"step\": 2.5}",
+        "{\"step\": 3",
+        "{\"step\": 3} trailing",
+        "[1, 2]",
+        "3",
+        "{'step': 3}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct step_event ev;
+        ev.source = STEP_REPORT;
+        ev.step = 99;
+        if (steps_parse_report(bad[i], strlen(bad[i]), &ev) != 0)
+            fail_msg("accepted \"%s\"", bad[i]);
+        assert_int_equal(ev.source, STEP_NONE);
+        assert_int_equal(ev.step, -1);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tqdm_rates),
+        cmocka_unit_test(test_tqdm_unknown_total),
+        cmocka_unit_test(test_tqdm_redraws),
+        cmocka_unit_test(test_tqdm_other_bars),
+        cmocka_unit_test(test_not_progress),
+        cmocka_unit_test(test_hf_dicts),
+        cmocka_unit_test(test_report_lines),
+        cmocka_unit_test(test_report_invalid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

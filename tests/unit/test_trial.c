@@ -1,0 +1,250 @@
+/*
+ * Unit tests for trial: real subprocesses (sh), each outcome, teardown of
+ * SIGTERM-ignoring and escaped processes, checked through /proc and kill(0)
+ * rather than by sleeping.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "proctree.h"
+#include "trial.h"
+
+extern char **environ;
+static struct oom_table oom = OOM_TABLE_INIT;
+
+static struct trial_opts opts(void)
+{
+    struct trial_opts o = { 0 };
+    o.oom = &oom;
+    o.trial_timeout_s = 30;
+    o.hang_timeout_s = 30;
+    o.grace_s = 1;
+    return o;
+}
+
+static void run_sh(const char *script, const struct trial_opts *o, struct trial_result *r)
+{
+    char *argv[] = { "sh", "-c", (char *)script, NULL };
+    struct trial_spec spec = { argv, environ };
+    assert_int_equal(trial_run(&spec, o, r), 0);
+    /* Whatever happened, nothing of the tree is left. */
+    pid_t left[8];
+    assert_int_equal(proctree_descendants(getpid(), left, 8), 0);
+}
+
+static struct trial_result res;
+
+static void test_exit_zero_is_fit(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    run_sh("echo hello; exit 0", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.exit_code, 0);
+    assert_int_equal(res.tail_count, 1);
+    assert_string_equal(res.tail[0], "hello");
+}
+
+static void test_oom_line_stops_at_once(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    run_sh("echo '[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+           "GPU 0 has a total capacity of 23.99 GiB of which 1.00 GiB is free.' >&2; sleep 60",
+           &o, &res);
+    assert_int_equal(res.outcome, TRIAL_OOM);
+    assert_non_null(strstr(res.evidence, "Tried to allocate 2.00 GiB"));
+    assert_int_equal(res.signal, SIGTERM);
+    assert_true(res.teardown_s < 1.0);
+    assert_true(res.wall_s < 5.0);
+    assert_true(res.oom_numbers.tried == 2LL << 30);
+}
+
+static void test_sigterm_ignored_gets_sigkill(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    o.grace_s = 0.5;
+    run_sh("trap '' TERM; echo 'RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB "
+           "(GPU 0; 6.00 GiB total capacity; 5.1 GiB already allocated; 3.00 MiB free; "
+           "5.2 GiB reserved in total by PyTorch)'; while :; do sleep 1; done",
+           &o, &res);
+    assert_int_equal(res.outcome, TRIAL_OOM);
+    assert_int_equal(res.signal, SIGKILL);
+    assert_true(res.teardown_s >= 0.5 && res.teardown_s < 3.0);
+}
+
+static void test_escaped_grandchild_is_killed(void **state)
+{
+    (void)state;
+    char pidfile[] = "/tmp/ab-trial-pid-XXXXXX";
+    int fd = mkstemp(pidfile);
+    close(fd);
+    char script[256];
+    /* The grandchild leaves the process group (setsid), closes the pipes,
+     * and its parent exits 0 at once. */
+    snprintf(script, sizeof script,
+             "setsid sh -c 'echo $$ > %s; exec sleep 300' </dev/null >/dev/null 2>&1 & "
+             "while [ ! -s %s ]; do sleep 0.01; done; exit 0", pidfile, pidfile);
+    struct trial_opts o = opts();
+    run_sh(script, &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    FILE *f = fopen(pidfile, "r");
+    int pid = 0;
+    assert_int_equal(fscanf(f, "%d", &pid), 1);
+    fclose(f);
+    unlink(pidfile);
+    assert_true(pid > 0);
+    assert_int_equal(kill(pid, 0), -1);
+    assert_int_equal(errno, ESRCH);
+    assert_true(res.teardown_s > 0);
+}
+
+static void test_crash_keeps_tail(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    run_sh("for i in $(seq 1 30); do echo line$i; done; "
+           "echo 'RuntimeError: Expected all tensors to be on the same device' >&2; exit 3",
+           &o, &res);
+    assert_int_equal(res.outcome, TRIAL_CRASH);
+    assert_int_equal(res.exit_code, 3);
+    assert_int_equal(res.tail_count, TRIAL_TAIL_LINES);
+    assert_string_equal(res.tail[TRIAL_TAIL_LINES - 1],
+                        "RuntimeError: Expected all tensors to be on the same device");
+    assert_string_equal(res.evidence, "RuntimeError: Expected all tensors to be on the same device");
+}
+
+static void test_kernel_oom_kill(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    run_sh("kill -KILL $$", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_OOM);
+    assert_int_equal(res.kernel_oom, 1);
+    run_sh("exit 137", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_OOM);
+    assert_int_equal(res.kernel_oom, 1);
+}
+
+static void test_hang_and_timeout(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    o.hang_timeout_s = 0.4;
+    run_sh("echo started; sleep 60", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_HANG);
+    assert_true(res.wall_s < 3);
+    o = opts();
+    o.trial_timeout_s = 0.5;
+    run_sh("while :; do echo tick; sleep 0.05; done", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_TIMEOUT);
+    assert_true(res.wall_s < 3);
+}
+
+static void test_steps_end_a_fit(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    o.target_steps = 6;
+    o.warmup_steps = 2;
+    run_sh("i=0; while :; do i=$((i+1)); printf ' %d/100 [00:01<00:10,  9.50it/s]\\r' $i >&2; "
+           "sleep 0.02; done", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_true(res.steps_seen >= 6);
+    assert_true(res.steps_measured >= 4);
+    assert_true(res.step_time_s > 0.01 && res.step_time_s < 1.0);
+}
+
+static void test_report_file_is_authoritative(void **state)
+{
+    (void)state;
+    char report[] = "/tmp/ab-trial-report-XXXXXX";
+    int fd = mkstemp(report);
+    close(fd);
+    struct trial_opts o = opts();
+    o.target_steps = 5;
+    o.warmup_steps = 1;
+    o.report_path = report;
+    char script[512];
+    /* Exactly 1 s per step by the trainer's own clock, whatever the
+     * machine's load: the meter must use the report's times. */
+    snprintf(script, sizeof script,
+             "for i in 1 2 3 4 5 6; do echo \"{\\\"step\\\": $i, \\\"samples\\\": 8, "
+             "\\\"time\\\": $i.5, \\\"peak_mem_bytes\\\": $((i*1000))}\" >> %s; done; sleep 60",
+             report);
+    run_sh(script, &o, &res);
+    unlink(report);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_true(res.steps_seen >= 5);
+    assert_true(res.step_time_s > 0.999 && res.step_time_s < 1.001);
+    assert_true(res.peak_mem_bytes >= 5000);
+}
+
+static void test_spawn_failure(void **state)
+{
+    (void)state;
+    char *argv[] = { "/nonexistent/train", NULL };
+    struct trial_spec spec = { argv, environ };
+    struct trial_opts o = opts();
+    assert_int_equal(trial_run(&spec, &o, &res), 0);
+    assert_int_equal(res.outcome, TRIAL_SPAWN_FAILED);
+    assert_int_equal(res.spawn_errno, ENOENT);
+}
+
+static void test_interrupt(void **state)
+{
+    (void)state;
+    volatile sig_atomic_t flag = 1;
+    struct trial_opts o = opts();
+    o.interrupt = &flag;
+    run_sh("echo x; sleep 60", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_INTERRUPTED);
+    assert_true(res.wall_s < 3);
+}
+
+static void test_huge_line_then_oom(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    run_sh("head -c 100000000 /dev/zero | tr '\\0' x; echo; "
+           "echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has "
+           "a total capacity of 8.00 GiB of which 0 bytes is free.'; sleep 60", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_OOM);
+}
+
+int main(void)
+{
+    char err[256];
+    if (oom_table_load_default(&oom, err, sizeof err) || proctree_become_subreaper()) {
+        fprintf(stderr, "setup: %s\n", err);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exit_zero_is_fit),
+        cmocka_unit_test(test_oom_line_stops_at_once),
+        cmocka_unit_test(test_sigterm_ignored_gets_sigkill),
+        cmocka_unit_test(test_escaped_grandchild_is_killed),
+        cmocka_unit_test(test_crash_keeps_tail),
+        cmocka_unit_test(test_kernel_oom_kill),
+        cmocka_unit_test(test_hang_and_timeout),
+        cmocka_unit_test(test_steps_end_a_fit),
+        cmocka_unit_test(test_report_file_is_authoritative),
+        cmocka_unit_test(test_spawn_failure),
+        cmocka_unit_test(test_interrupt),
+        cmocka_unit_test(test_huge_line_then_oom),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    oom_table_release(&oom);
+    return rc;
+}

@@ -1,0 +1,290 @@
+/*
+ * cli: option table, handlers per kind, help text, and the checks that a
+ * command can run at all (see cli.h).  Everything here is about talking to
+ * the user; the engine never sees argv.
+ */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "units.h"
+
+enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
+
+enum opt_id {
+    O_BATCH, O_BUDGET, O_HANG_TIMEOUT, O_HELP, O_JSON, O_KILL_GRACE, O_PRESET,
+    O_QUIET, O_STEPS, O_TRIAL_TIMEOUT, O_VERBOSE, O_VERSION, O_WARMUP, O_WORLD_SIZE,
+};
+
+struct opt {
+    const char *name;
+    enum opt_kind kind;
+    char letter;
+    enum opt_id id;
+};
+
+/* Sorted by name. */
+static const struct opt cli_opts[] = {
+    { "batch", OPT_RANGE, 0, O_BATCH },
+    { "budget", OPT_DURATION, 0, O_BUDGET },
+    { "hang-timeout", OPT_DURATION, 0, O_HANG_TIMEOUT },
+    { "help", OPT_FLAG, 'h', O_HELP },
+    { "json", OPT_STRING, 0, O_JSON },
+    { "kill-grace", OPT_DURATION, 0, O_KILL_GRACE },
+    { "preset", OPT_STRING, 0, O_PRESET },
+    { "quiet", OPT_FLAG, 'q', O_QUIET },
+    { "steps", OPT_COUNT, 0, O_STEPS },
+    { "trial-timeout", OPT_DURATION, 0, O_TRIAL_TIMEOUT },
+    { "verbose", OPT_FLAG, 'v', O_VERBOSE },
+    { "version", OPT_FLAG, 'V', O_VERSION },
+    { "warmup", OPT_COUNT, 0, O_WARMUP },
+    { "world-size", OPT_COUNT, 0, O_WORLD_SIZE },
+};
+
+static const char cli_usage[] =
+"usage: autobatch [OPTIONS] -- COMMAND [ARG...]\n"
+"\n"
+"Find the largest micro-batch that fits in memory by running COMMAND for a\n"
+"few steps per candidate, watching its output for out-of-memory errors from\n"
+"any framework and any rank, and tearing its whole process tree down after\n"
+"each trial.\n"
+"\n"
+"How knobs reach the command:\n"
+"  --preset NAME         hf: set Hugging Face flags (--per_device_train_batch_size,\n"
+"                        --gradient_accumulation_steps, --max_steps), replacing\n"
+"                        ones the command already has (default)\n"
+"                        env: only the AUTOBATCH_* environment variables\n"
+"Search:\n"
+"  --batch MIN:MAX[:STEP]  micro-batch range and granularity (default 1:1024:1)\n"
+"  --steps N             measured steps per trial (default 5)\n"
+"  --warmup N            steps discarded before measuring (default 2)\n"
+"  --world-size N        data-parallel ranks the command starts, for\n"
+"                        samples/s (default 1)\n"
+"Limits (durations like 90s, 10m, 2h):\n"
+"  --trial-timeout D     end a trial after D (default 20m)\n"
+"  --hang-timeout D      end a trial after D without output (default 5m)\n"
+"  --budget D            stop searching after D, keep the best so far (default: none)\n"
+"  --kill-grace D        SIGTERM to SIGKILL when tearing a trial down (default 3s)\n"
+"Output:\n"
+"  --json FILE|-         write the results file (- for stdout)\n"
+"  -q, --quiet           hide the command's output and progress\n"
+"  -v, --verbose         show each trial's command line and environment\n"
+"  -h, --help            this text\n"
+"  -V, --version         the version\n"
+"\n"
+"Every trial gets AUTOBATCH_TRIAL, AUTOBATCH_MICRO_BATCH, AUTOBATCH_GRAD_ACCUM,\n"
+"AUTOBATCH_CHECKPOINTING, AUTOBATCH_MAX_STEPS and AUTOBATCH_REPORT (a file the\n"
+"trainer may append {\"step\": N, \"samples\": S, \"time\": T} lines to).\n"
+"\n"
+"Exit status: 0 chosen, 2 bad usage, 3 nothing fits, 4 the command failed\n"
+"for another reason than memory, 5 budget ran out first, 130 interrupted.\n"
+"\n"
+"Examples:\n"
+"  autobatch --preset hf --batch 1:512 --json r.json -- accelerate launch train.py\n"
+"  autobatch --preset env --steps 10 --budget 30m -- python train.py --config c.yaml\n"
+"  autobatch --quiet --json - -- torchrun --nproc_per_node 2 train.py > r.json\n";
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("autobatch: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static enum cli_status cli_bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static enum cli_status cli_bad(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("autobatch: error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    fputs("try 'autobatch --help'\n", stderr);
+    return CLI_USAGE;
+}
+
+static const struct opt *cli_find_long(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof cli_opts / sizeof *cli_opts; i++)
+        if (strlen(cli_opts[i].name) == len && !strncmp(cli_opts[i].name, name, len))
+            return &cli_opts[i];
+    return NULL;
+}
+
+static const struct opt *cli_find_short(char c)
+{
+    for (size_t i = 0; i < sizeof cli_opts / sizeof *cli_opts; i++)
+        if (cli_opts[i].letter == c)
+            return &cli_opts[i];
+    return NULL;
+}
+
+/* MIN:MAX[:STEP], each a whole number >= 1, MIN <= MAX. */
+static enum cli_status cli_range(const char *arg, struct plan *p)
+{
+    char buf[128], *f[4];
+    long v[3] = { 0, 0, 1 };
+    int n = 0, ok = strlen(arg) < sizeof buf;
+    snprintf(buf, sizeof buf, "%s", arg);
+    f[n++] = buf;
+    for (char *s = buf; n < 4 && (s = strchr(s, ':')); n++) {
+        *s++ = '\0';
+        f[n] = s;
+    }
+    ok = ok && n >= 2 && n <= 3;
+    for (int k = 0; ok && k < n; k++)
+        ok = !units_long(f[k], 0, 1L << 40, &v[k]);
+    if (!ok)
+        return cli_bad("--batch '%s': expected MIN:MAX or MIN:MAX:STEP, e.g. --batch 1:512", arg);
+    if (v[0] < 1)
+        return cli_bad("--batch '%s': MIN must be at least 1, e.g. --batch 1:%ld", arg,
+                       v[1] > 0 ? v[1] : 512);
+    if (v[1] < v[0])
+        return cli_bad("--batch '%s': MAX is below MIN; write the smaller number first, "
+                       "e.g. --batch %ld:%ld", arg, v[1] > 0 ? v[1] : 1, v[0]);
+    if (v[2] < 1)
+        return cli_bad("--batch '%s': STEP must be at least 1", arg);
+    p->batch_min = v[0];
+    p->batch_max = v[1];
+    p->batch_step = v[2];
+    return CLI_RUN;
+}
+
+static enum cli_status cli_apply(const struct opt *o, const char *arg, struct plan *p)
+{
+    double d = 0;
+    long n = 0;
+    if (o->kind == OPT_DURATION && units_duration(arg, &d))
+        return cli_bad("--%s '%s': not a duration; use e.g. 90s, 10m or 2h", o->name, arg);
+    if (o->kind == OPT_COUNT && units_long(arg, o->id == O_WARMUP ? 0 : 1, 1000000000L, &n))
+        return cli_bad("--%s '%s': expected a whole number%s", o->name, arg,
+                       o->id == O_WARMUP ? "" : " of at least 1");
+    switch (o->id) {
+    case O_BATCH: return cli_range(arg, p);
+    case O_BUDGET: p->budget_s = d; break;
+    case O_HANG_TIMEOUT: p->hang_timeout_s = d; break;
+    case O_TRIAL_TIMEOUT: p->trial_timeout_s = d; break;
+    case O_KILL_GRACE: p->grace_s = d; break;
+    case O_STEPS: p->steps = n; break;
+    case O_WARMUP: p->warmup = n; break;
+    case O_WORLD_SIZE: p->world_size = n; break;
+    case O_JSON: p->json_path = arg; break;
+    case O_QUIET: p->quiet = 1; break;
+    case O_VERBOSE: p->verbose = 1; break;
+    case O_PRESET:
+        if (!strcmp(arg, "hf"))
+            p->preset = INJECT_HF;
+        else if (!strcmp(arg, "env"))
+            p->preset = INJECT_ENV;
+        else
+            return cli_bad("--preset '%s': unknown preset; use hf or env", arg);
+        p->preset_name = arg;
+        break;
+    case O_HELP:
+        fputs(cli_usage, stdout);
+        return CLI_DONE;
+    case O_VERSION:
+        printf("autobatch %s\n", AUTOBATCH_VERSION);
+        return CLI_DONE;
+    }
+    return CLI_RUN;
+}
+
+/* Is the command runnable: a path to an executable file, or a name found
+ * in PATH?  Checked up front so that a typo fails in the first second. */
+static enum cli_status cli_check_command(const char *cmd)
+{
+    struct stat st;
+    if (strchr(cmd, '/')) {
+        if (stat(cmd, &st))
+            return cli_bad("command '%s' not found; check the path", cmd);
+        if (S_ISDIR(st.st_mode) || access(cmd, X_OK))
+            return cli_bad("command '%s' is not executable; chmod +x it or run it "
+                           "through its interpreter (e.g. -- python3 %s)", cmd, cmd);
+        return CLI_RUN;
+    }
+    const char *path = getenv("PATH");
+    if (path) {
+        char *copy = strdup(path), *save = NULL;
+        for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir;
+             dir = strtok_r(NULL, ":", &save)) {
+            char full[4096];
+            snprintf(full, sizeof full, "%s/%s", *dir ? dir : ".", cmd);
+            if (!stat(full, &st) && !S_ISDIR(st.st_mode) && !access(full, X_OK)) {
+                free(copy);
+                return CLI_RUN;
+            }
+        }
+        free(copy);
+    }
+    return cli_bad("command '%s' not found in PATH; check the spelling or give its path", cmd);
+}
+
+enum cli_status cli_parse(int argc, char **argv, struct plan *p)
+{
+    struct plan def = {
+        .preset_name = "hf", .preset = INJECT_HF,
+        .batch_min = 1, .batch_max = 1024, .batch_step = 1,
+        .steps = 5, .warmup = 2, .world_size = 1,
+        .trial_timeout_s = 20 * 60, .hang_timeout_s = 5 * 60, .budget_s = 0, .grace_s = 3,
+    };
+    *p = def;
+    if (argc > 1 && (!strcmp(argv[1], "config") || !strcmp(argv[1], "report"))) {
+        cli_error("'autobatch %s' is not built yet in this version; see the README's roadmap",
+                  argv[1]);
+        return CLI_USAGE;
+    }
+    int i = 1;
+    int dashdash = 0;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            dashdash = 1;
+            i++;
+            break;
+        }
+        if (a[0] != '-' || !a[1])
+            break; /* the command starts here */
+        const struct opt *o;
+        const char *val = NULL;
+        if (a[1] == '-') {
+            const char *eq = strchr(a + 2, '=');
+            o = cli_find_long(a + 2, eq ? (size_t)(eq - a - 2) : strlen(a + 2));
+            if (!o)
+                return cli_bad("unknown option '%.*s'", eq ? (int)(eq - a) : (int)strlen(a), a);
+            if (eq) {
+                if (o->kind == OPT_FLAG)
+                    return cli_bad("option '--%s' takes no value", o->name);
+                val = eq + 1;
+            }
+        } else {
+            o = a[2] ? NULL : cli_find_short(a[1]);
+            if (!o)
+                return cli_bad("unknown option '%s'", a);
+        }
+        if (o->kind != OPT_FLAG && !val) {
+            if (i + 1 >= argc)
+                return cli_bad("option '--%s' needs a value", o->name);
+            val = argv[++i];
+        }
+        enum cli_status st = cli_apply(o, val, p);
+        if (st != CLI_RUN)
+            return st;
+    }
+    if (i >= argc)
+        return cli_bad(dashdash ? "the command after '--' is empty; e.g. autobatch -- python3 train.py"
+                                : "no command to tune; put it after '--', e.g. autobatch -- python3 train.py");
+    if (!argv[i][0])
+        return cli_bad("the command after '--' is empty; e.g. autobatch -- python3 train.py");
+    p->command = &argv[i];
+    return cli_check_command(argv[i]);
+}

@@ -1,0 +1,40 @@
+/*
+ * cli: the command line, parsed into a plan.
+ *
+ * Options come from one sorted table (name, kind, short letter); each
+ * kind (flag, string, count, duration, range) has one handler.  Both
+ * `--opt value` and `--opt=value` work.  The command to tune follows
+ * `--` (or starts at the first argument that is not an option).  cli.c
+ * talks to the user: a bad option prints one line saying what is wrong and
+ * how to fix it, then "try 'autobatch --help'".
+ */
+#ifndef AB_CLI_H
+#define AB_CLI_H
+
+#include "inject.h"
+
+struct plan {
+    const char *preset_name;
+    enum inject_preset preset;
+    long batch_min, batch_max, batch_step;
+    long steps, warmup;
+    long world_size;
+    double trial_timeout_s, hang_timeout_s, budget_s, grace_s;
+    const char *json_path;   /**< NULL: no results file */
+    int quiet, verbose;
+    char **command;          /**< points into argv; NULL-terminated */
+};
+
+enum cli_status {
+    CLI_RUN,   /**< the plan is ready: tune */
+    CLI_DONE,  /**< --help or --version was printed: exit 0 */
+    CLI_USAGE, /**< an error was printed: exit 2 */
+};
+
+/** Fill *p from argv (defaults first).  Prints errors itself. */
+enum cli_status cli_parse(int argc, char **argv, struct plan *p);
+
+/** Print the one-line error format: "autobatch: error: ..." to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

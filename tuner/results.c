@@ -1,0 +1,324 @@
+/*
+ * results: the run's findings and their JSON rendering (see results.h).
+ *
+ * jansson builds the document; the file goes through afile so that a
+ * results file is never seen half-written.
+ */
+#include "results.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "afile.h"
+
+int results_init(struct results *r, char *const *argv)
+{
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    r->command = calloc(n + 1, sizeof *r->command);
+    if (!r->command)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!(r->command[i] = strdup(argv[i])))
+            return -1;
+    r->started_at = time(NULL);
+    if (gethostname(r->hostname, sizeof r->hostname - 1))
+        snprintf(r->hostname, sizeof r->hostname, "unknown");
+    r->best = -1;
+    r->global_batch = -1;
+    r->world_size = 1;
+    return 0;
+}
+
+void results_release(struct results *r)
+{
+    for (size_t i = 0; r->command && r->command[i]; i++)
+        free(r->command[i]);
+    free(r->command);
+    for (size_t i = 0; i < r->ntrials; i++) {
+        free(r->trials[i].evidence);
+        free(r->trials[i].signature);
+    }
+    free(r->trials);
+    free(r->cells);
+    free(r->contra);
+    free(r->grad_accum);
+    struct results zero = RESULTS_INIT;
+    *r = zero;
+}
+
+/* Grow *v (of *n elements of size sz) by one; returns the new slot. */
+static void *results_push(void *v, size_t *n, size_t sz, void **out)
+{
+    char *p = realloc(v, (*n + 1) * sz);
+    if (!p)
+        return NULL;
+    *out = p + *n * sz;
+    (*n)++;
+    return p;
+}
+
+int results_add_trial(struct results *r, const struct results_trial *t)
+{
+    void *slot;
+    char *ev = t->evidence ? strdup(t->evidence) : NULL;
+    char *sig = t->signature ? strdup(t->signature) : NULL;
+    void *p = NULL;
+    if ((!t->evidence || ev) && (!t->signature || sig))
+        p = results_push(r->trials, &r->ntrials, sizeof *r->trials, &slot);
+    if (!p) {
+        free(ev);
+        free(sig);
+        return -1;
+    }
+    r->trials = p;
+    struct results_trial *n = slot;
+    *n = *t;
+    n->evidence = ev;
+    n->signature = sig;
+    return 0;
+}
+
+int results_add_cell(struct results *r, const struct results_cell *c)
+{
+    void *slot, *p = results_push(r->cells, &r->ncells, sizeof *r->cells, &slot);
+    if (!p)
+        return -1;
+    r->cells = p;
+    memcpy(slot, c, sizeof *c);
+    return 0;
+}
+
+int results_add_contradiction(struct results *r, const struct results_contradiction *c)
+{
+    void *slot, *p = results_push(r->contra, &r->ncontra, sizeof *r->contra, &slot);
+    if (!p)
+        return -1;
+    r->contra = p;
+    memcpy(slot, c, sizeof *c);
+    return 0;
+}
+
+/* ------------------------------------------------------------- frontier */
+
+/* Does a use no more memory than b?  Measured peaks when both have them;
+ * otherwise the micro-batch and checkpointing stand in (within one grad
+ * accumulation, a smaller micro-batch or checkpointing on uses less). */
+static int results_mem_le(const struct results_trial *a, const struct results_trial *b, int *strict)
+{
+    if (a->peak_mem_bytes >= 0 && b->peak_mem_bytes >= 0) {
+        *strict = a->peak_mem_bytes < b->peak_mem_bytes;
+        return a->peak_mem_bytes <= b->peak_mem_bytes;
+    }
+    if (a->micro_batch != b->micro_batch) {
+        *strict = a->micro_batch < b->micro_batch;
+        return *strict;
+    }
+    *strict = a->checkpointing > b->checkpointing;
+    return a->checkpointing >= b->checkpointing;
+}
+
+static int results_dominates(const struct results_trial *a, const struct results_trial *b)
+{
+    int mem_strict;
+    if (!results_mem_le(a, b, &mem_strict))
+        return 0;
+    if (a->samples_per_s < b->samples_per_s)
+        return 0;
+    return mem_strict || a->samples_per_s > b->samples_per_s;
+}
+
+size_t results_frontier(const struct results *r, long *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->ntrials; i++) {
+        const struct results_trial *a = &r->trials[i];
+        if (a->outcome != TRIAL_FIT || a->samples_per_s < 0)
+            continue;
+        int dominated = 0;
+        for (size_t j = 0; j < r->ntrials && !dominated; j++) {
+            const struct results_trial *b = &r->trials[j];
+            if (j == i || b->outcome != TRIAL_FIT || b->samples_per_s < 0)
+                continue;
+            /* Of two identical points keep the first. */
+            int strict;
+            int same = b->samples_per_s == a->samples_per_s && results_mem_le(b, a, &strict) &&
+                       !strict && results_mem_le(a, b, &strict) && !strict;
+            dominated = same ? j < i : results_dominates(b, a);
+        }
+        if (!dominated)
+            out[n++] = (long)i;
+    }
+    return n;
+}
+
+/* --------------------------------------------------------------- render */
+
+static json_t *num_or_null(double v)
+{
+    return v < 0 ? json_null() : json_real(v);
+}
+
+static json_t *int_or_null(long long v)
+{
+    return v < 0 ? json_null() : json_integer(v);
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+static json_t *results_point(const struct results_trial *t)
+{
+    return json_pack("{s:I, s:I, s:b, s:o, s:o}",
+                     "micro_batch", (json_int_t)t->micro_batch,
+                     "grad_accum", (json_int_t)t->grad_accum,
+                     "checkpointing", t->checkpointing,
+                     "samples_per_s", num_or_null(t->samples_per_s),
+                     "peak_mem_bytes", int_or_null(t->peak_mem_bytes));
+}
+
+static json_t *results_trial_json(const struct results_trial *t)
+{
+    json_t *o = json_pack("{s:I, s:I, s:I, s:b, s:s, s:o, s:o, s:f, s:I, s:o, s:o, s:o}",
+                          "id", (json_int_t)t->id,
+                          "micro_batch", (json_int_t)t->micro_batch,
+                          "grad_accum", (json_int_t)t->grad_accum,
+                          "checkpointing", t->checkpointing,
+                          "outcome", trial_outcome_name(t->outcome),
+                          "exit_code", int_or_null(t->exit_code),
+                          "signal", t->signal ? json_integer(t->signal) : json_null(),
+                          "wall_s", t->wall_s,
+                          "steps_measured", (json_int_t)t->steps_measured,
+                          "samples_per_s", num_or_null(t->samples_per_s),
+                          "peak_mem_bytes", int_or_null(t->peak_mem_bytes),
+                          "evidence", str_or_null(t->evidence));
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "step_time_s", num_or_null(t->step_time_s));
+    json_object_set_new(o, "teardown_s", num_or_null(t->teardown_s));
+    json_object_set_new(o, "signature", str_or_null(t->signature));
+    if (t->retest)
+        json_object_set_new(o, "retest", json_true());
+    return o;
+}
+
+static char *results_iso8601(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+json_t *results_to_json(const struct results *r)
+{
+    char when[32];
+    json_t *cmd = json_array(), *ga = json_array(), *ck = json_array();
+    for (size_t i = 0; r->command && r->command[i]; i++)
+        json_array_append_new(cmd, json_string(r->command[i]));
+    for (size_t i = 0; i < r->ngrad_accum; i++)
+        json_array_append_new(ga, json_integer(r->grad_accum[i]));
+    if (r->ckpt_off)
+        json_array_append_new(ck, json_false());
+    if (r->ckpt_on)
+        json_array_append_new(ck, json_true());
+
+    json_t *trials = json_array();
+    for (size_t i = 0; i < r->ntrials; i++)
+        json_array_append_new(trials, results_trial_json(&r->trials[i]));
+
+    json_t *max_fit = json_array();
+    for (size_t i = 0; i < r->ncells; i++) {
+        const struct results_cell *c = &r->cells[i];
+        json_t *o = json_pack("{s:I, s:b, s:o}", "grad_accum", (json_int_t)c->grad_accum,
+                              "checkpointing", c->checkpointing, "micro_batch",
+                              c->bounded_by ? json_null() : int_or_null(c->max_fit));
+        if (c->bounded_by) {
+            /* The top of the range fitted: the true limit is unknown. */
+            json_object_set_new(o, "bounded_by", json_string(c->bounded_by));
+            json_object_set_new(o, "largest_tried_fit", int_or_null(c->max_fit));
+        }
+        json_object_set_new(o, "smallest_fail", int_or_null(c->min_fail));
+        json_array_append_new(max_fit, o);
+    }
+
+    long *idx = malloc((r->ntrials ? r->ntrials : 1) * sizeof *idx);
+    json_t *frontier = json_array();
+    if (idx) {
+        size_t n = results_frontier(r, idx);
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(frontier, results_point(&r->trials[idx[i]]));
+        free(idx);
+    }
+
+    json_t *contra = json_array();
+    for (size_t i = 0; i < r->ncontra; i++) {
+        const struct results_contradiction *c = &r->contra[i];
+        json_array_append_new(contra, json_pack("{s:I, s:b, s:I, s:I, s:s}",
+            "grad_accum", (json_int_t)c->grad_accum, "checkpointing", c->checkpointing,
+            "micro_batch", (json_int_t)c->micro_batch, "larger_fit", (json_int_t)c->larger_fit,
+            "retest", c->retest_fit ? "fit" : "failed again"));
+    }
+
+    json_t *best = r->best >= 0 ? results_point(&r->trials[r->best]) : json_null();
+    return json_pack("{s:s, s:o, s:s, s:{s:s, s:[]}, s:{s:{s:I, s:I, s:I}, s:o, s:o, s:o, s:I},"
+                     " s:o, s:o, s:o, s:o, s:o, s:{s:I, s:f, s:i, s:b}, s:o}",
+                     "schema", "autobatch.results/1",
+                     "command", cmd,
+                     "started_at", results_iso8601(r->started_at, when, sizeof when),
+                     "host", "hostname", r->hostname, "gpus",
+                     "space", "batch", "min", (json_int_t)r->batch_min, "max",
+                     (json_int_t)r->batch_max, "step", (json_int_t)r->batch_step,
+                     "grad_accum", ga, "checkpointing", ck,
+                     "global_batch", int_or_null(r->global_batch),
+                     "world_size", (json_int_t)r->world_size,
+                     "trials", trials,
+                     "max_fit", max_fit,
+                     "frontier", frontier,
+                     "best", best,
+                     "contradictions", contra,
+                     "summary", "trials", (json_int_t)r->ntrials, "wall_s", r->wall_s,
+                     "exit", r->exit_status, "interrupted", r->interrupted,
+                     "preset", str_or_null(r->preset));
+}
+
+int results_write(const struct results *r, const char *path, char *err, size_t errlen)
+{
+    json_t *doc = results_to_json(r);
+    char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(doc);
+    if (!text) {
+        snprintf(err, errlen, "cannot render results: out of memory");
+        return -1;
+    }
+    size_t len = strlen(text);
+    text[len] = '\0';
+    int rc = 0;
+    if (!strcmp(path, "-")) {
+        if (fwrite(text, 1, len, stdout) != len || fputc('\n', stdout) == EOF ||
+            fflush(stdout)) {
+            snprintf(err, errlen, "cannot write results to stdout: %s", strerror(errno));
+            rc = -1;
+        }
+    } else {
+        char *withnl = malloc(len + 2);
+        if (!withnl) {
+            snprintf(err, errlen, "cannot render results: out of memory");
+            rc = -1;
+        } else {
+            memcpy(withnl, text, len);
+            withnl[len] = '\n';
+            rc = afile_write(path, withnl, len + 1, err, errlen);
+            free(withnl);
+        }
+    }
+    free(text);
+    return rc;
+}

@@ -1,0 +1,99 @@
+/*
+ * results: everything a run found, and the results file of DESIGN.md 2.5.
+ *
+ * The controller appends one struct results_trial per trial as it ends
+ * and fills the per-cell answers at the end; results_to_json() renders
+ * the schema "autobatch.results/1" (the required keys, plus a few extra
+ * ones documented in the README), and results_write() writes it
+ * atomically, or to stdout for "-".  Unknown numbers are JSON null.
+ *
+ * Life cycle: struct results r = RESULTS_INIT; results_init(&r, argv);
+ * results_add_trial() per trial; results_write(); results_release(&r).
+ */
+#ifndef AB_RESULTS_H
+#define AB_RESULTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "trial.h"
+
+struct results_trial {
+    long id;
+    long micro_batch, grad_accum;
+    int checkpointing;
+    enum trial_outcome outcome;
+    int exit_code;          /**< -1: null */
+    int signal;             /**< 0: null */
+    double wall_s;
+    double teardown_s;      /**< <0: null */
+    long steps_measured;
+    double step_time_s;     /**< <0: null */
+    double samples_per_s;   /**< <0: null */
+    int64_t peak_mem_bytes; /**< <0: null */
+    char *evidence;         /**< owned; NULL: null */
+    char *signature;        /**< owned; OOM signature name or NULL */
+    int retest;             /**< this trial repeated an earlier candidate */
+};
+
+/** One (grad_accum, checkpointing) cell's answer. */
+struct results_cell {
+    long grad_accum;
+    int checkpointing;
+    long max_fit;           /**< -1: null */
+    long min_fail;          /**< -1: none seen */
+    const char *bounded_by; /**< "batch.max" when the range's top fitted, else NULL */
+};
+
+struct results_contradiction {
+    long grad_accum;
+    int checkpointing;
+    long micro_batch, larger_fit;
+    int retest_fit;
+};
+
+struct results {
+    char **command;          /**< owned copy, NULL-terminated */
+    time_t started_at;
+    char hostname[256];
+    const char *preset;
+    long batch_min, batch_max, batch_step;
+    long *grad_accum; size_t ngrad_accum;
+    int ckpt_off, ckpt_on;   /**< which checkpointing settings are searched */
+    long global_batch;       /**< -1: null */
+    long world_size;
+    struct results_trial *trials; size_t ntrials;
+    struct results_cell *cells; size_t ncells;
+    struct results_contradiction *contra; size_t ncontra;
+    long best;               /**< index into trials, -1 when nothing chosen */
+    double wall_s;
+    int exit_status;
+    int interrupted;
+};
+#define RESULTS_INIT { 0 }
+
+/** Copy argv and note the start time and host.  Returns 0 or -1 (ENOMEM). */
+int results_init(struct results *r, char *const *argv);
+void results_release(struct results *r);
+
+/** Append a trial (copies the strings).  Returns 0 or -1 (ENOMEM). */
+int results_add_trial(struct results *r, const struct results_trial *t);
+int results_add_cell(struct results *r, const struct results_cell *c);
+int results_add_contradiction(struct results *r, const struct results_contradiction *c);
+
+/**
+ * Indices (into r->trials) of the Pareto frontier over fitting trials:
+ * samples/s up, peak memory down (the micro-batch, then checkpointing on,
+ * stand in for memory when it was not measured).  Fills out (room for
+ * r->ntrials) and returns the count.
+ */
+size_t results_frontier(const struct results *r, long *out);
+
+/** Render the results file.  Caller json_decref()s.  NULL on ENOMEM. */
+struct json_t *results_to_json(const struct results *r);
+
+/** Write the results file to path ("-": stdout).  0, or -1 with a reason. */
+int results_write(const struct results *r, const char *path, char *err, size_t errlen);
+
+#endif

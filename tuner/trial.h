@@ -1,0 +1,114 @@
+/*
+ * trial: run one candidate configuration of the user's command, watch it,
+ * and take its whole process tree down again.
+ *
+ * Life cycle of a trial, in order:
+ *   1. The caller fills a struct trial_spec (argv, environment) and a
+ *      struct trial_opts (limits, watchers, hooks).  The caller must have
+ *      made this process a child subreaper (proctree_become_subreaper) so
+ *      that escaped grandchildren come back to us.
+ *   2. trial_run() forks.  The child becomes a process-group leader, gets
+ *      stdin from /dev/null, stdout and stderr on two pipes, default
+ *      signal handlers and mask, a parent-death signal (SIGKILL), an
+ *      optional address-space limit, and execs argv.  An exec failure is
+ *      sent back through a close-on-exec pipe and reported as
+ *      TRIAL_SPAWN_FAILED with errno.
+ *   3. The parent drains both pipes with poll() into capped line buffers
+ *      (lbuf), passes raw output to hooks->output as it arrives, and feeds
+ *      each line to the watchers: the OOM table and the step parser.  It
+ *      also tails the AUTOBATCH_REPORT file when one is named.
+ *   4. The trial is stopped at the first OOM line (from any rank), when
+ *      enough steps were seen, at the trial timeout, at the hang timeout
+ *      (no output and no report line for that long), on *opts->interrupt,
+ *      or when the command exits.  Stopping sends SIGTERM to the process
+ *      group and to every descendant, then SIGKILL after opts->grace_s.
+ *   5. trial_run() returns only when the output reached EOF and every
+ *      process of the tree has been reaped (or, if some process outside
+ *      our reach keeps a pipe open, after a final 5 s bound; that is
+ *      flagged in result->teardown_incomplete).
+ * The module never prints: everything the user may see goes through the
+ * hooks, and errors through the return value and result.
+ */
+#ifndef AB_TRIAL_H
+#define AB_TRIAL_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "oom.h"
+
+enum trial_outcome {
+    TRIAL_FIT,          /**< enough steps, or the command exited 0 */
+    TRIAL_OOM,          /**< an OOM line, or a SIGKILL we did not send */
+    TRIAL_CRASH,        /**< failed with no OOM evidence */
+    TRIAL_TIMEOUT,      /**< ran past the trial timeout */
+    TRIAL_HANG,         /**< no output for the hang timeout */
+    TRIAL_INTERRUPTED,  /**< autobatch was asked to stop */
+    TRIAL_SPAWN_FAILED, /**< could not start the command (result->spawn_errno) */
+};
+
+/** "fit", "oom", ... as in the results file. */
+const char *trial_outcome_name(enum trial_outcome o);
+
+struct trial_spec {
+    char *const *argv; /**< NULL-terminated; argv[0] looked up in PATH */
+    char *const *envp; /**< NULL-terminated full environment */
+};
+
+/** Callbacks for the user-facing layer; any may be NULL. */
+struct trial_hooks {
+    void *ctx;
+    /** raw bytes as they arrive; stream is 1 or 2 */
+    void (*output)(void *ctx, int stream, const char *data, size_t n);
+    /** a new highest step was seen; rate_it_s < 0 when unknown */
+    void (*step)(void *ctx, long step, double rate_it_s);
+};
+
+struct trial_opts {
+    const struct oom_table *oom; /**< signatures; required */
+    long target_steps;   /**< stop as a fit once this many steps were seen; 0 = never */
+    long warmup_steps;   /**< steps left out of the timing */
+    double trial_timeout_s; /**< 0 = none */
+    double hang_timeout_s;  /**< 0 = none */
+    double grace_s;      /**< SIGTERM to SIGKILL */
+    uint64_t mem_limit;  /**< RLIMIT_AS for the command; 0 = none */
+    const char *report_path; /**< AUTOBATCH_REPORT file to tail, or NULL */
+    volatile sig_atomic_t *interrupt; /**< set by a signal handler; may be NULL */
+    struct trial_hooks hooks;
+};
+
+#define TRIAL_TAIL_LINES 20
+#define TRIAL_LINE_MAX 1024
+
+struct trial_result {
+    enum trial_outcome outcome;
+    int exit_code;       /**< -1 when it did not exit normally */
+    int signal;          /**< signal that ended the command (0: none) */
+    int spawn_errno;     /**< for TRIAL_SPAWN_FAILED */
+    double wall_s;       /**< start to fully reaped */
+    double teardown_s;   /**< stop decision to fully reaped; 0 when it exited by itself */
+    int teardown_incomplete; /**< a pipe stayed open past every bound */
+    int kernel_oom;      /**< the OOM evidence is a SIGKILL we did not send */
+    long steps_seen;     /**< highest step number seen */
+    long steps_measured; /**< steps after warm-up that have a time */
+    double step_time_s;  /**< median seconds per step after warm-up; <0 unknown */
+    double step_time_mad_s; /**< median absolute deviation of the above; <0 unknown */
+    int64_t peak_mem_bytes; /**< from report lines; -1 unknown */
+    char evidence[TRIAL_LINE_MAX]; /**< the OOM line, or the crash's last line */
+    const char *oom_name; /**< signature name for TRIAL_OOM by message */
+    struct oom_numbers oom_numbers; /**< numbers parsed from the OOM line */
+    /** the command's last lines, oldest first (for a crash report) */
+    char tail[TRIAL_TAIL_LINES][TRIAL_LINE_MAX];
+    int tail_count;
+};
+
+/**
+ * Run one trial to completion (see the life cycle above).  Returns 0 with
+ * *r filled, including for TRIAL_SPAWN_FAILED; -1 only when the pipes or
+ * fork could not be made (errno set), in which case nothing was started.
+ */
+int trial_run(const struct trial_spec *spec, const struct trial_opts *opts,
+              struct trial_result *r);
+
+#endif

@@ -72,7 +72,7 @@ static const char cli_usage[] =
 "  --kill-grace D        SIGTERM to SIGKILL when tearing a trial down (default 3s)\n"
 "Output:\n"
 "  --json FILE|-         write the results file (- for stdout)\n"
-"  -q, --quiet           hide the command's output and progress\n"
+"  -q, --quiet           hide the command's output (autobatch's own lines stay)\n"
 "  -v, --verbose         show each trial's command line and environment\n"
 "  -h, --help            this text\n"
 "  -V, --version         the version\n"

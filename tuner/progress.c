@@ -44,7 +44,7 @@ static void progress_clear(struct progress *p)
 
 static void progress_draw(struct progress *p)
 {
-    if (!p->tty || p->quiet || !p->at_bol)
+    if (!p->tty || !p->at_bol)
         return;
     fprintf(stderr, "\r\033[K%sautobatch%s: trial %ld  micro_batch=%ld grad_accum=%ld%s  step %ld/%ld",
             progress_c(p, C_BOLD), progress_c(p, C_RESET), p->trial_id, p->micro_batch,
@@ -87,8 +87,6 @@ void progress_trial_start(struct progress *p, long id, long micro, long accum, i
             fprintf(stderr, " %s", argv[i]);
         fputc('\n', stderr);
     }
-    if (p->quiet)
-        return;
     if (p->tty)
         progress_draw(p);
     else
@@ -128,8 +126,6 @@ void progress_step(void *ctx, long step, double rate_it_s)
 
 void progress_trial_end(struct progress *p, const struct trial_result *r, double samples_per_s)
 {
-    if (p->quiet)
-        return;
     const char *col = r->outcome == TRIAL_FIT ? C_GREEN
                     : r->outcome == TRIAL_OOM ? C_YELLOW : C_RED;
     char extra[128] = "";

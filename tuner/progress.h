@@ -6,7 +6,8 @@
  * the outcome when the trial ends, with colour unless NO_COLOR is set or
  * TERM=dumb; elsewhere (CI logs, files) plain lines, one when a trial
  * starts and one when it ends.  The command's own output is passed through
- * to stderr as it arrives unless --quiet; the live line steps aside for it.
+ * to stderr as it arrives unless --quiet, which hides only that output;
+ * the live line steps aside for it.
  * stdout is kept for the final answer and `--json -`.
  */
 #ifndef AB_PROGRESS_H

@@ -50,7 +50,7 @@ static long search_first_fail(const struct search *s)
     long best = -1;
     for (size_t i = 0; i < s->nprobes; i++) {
         long v = s->probes[i].value;
-        int fit;
+        int fit = 0;
         search_tries(s, v, &fit);
         if (!fit && (best < 0 || v < best))
             best = v;
@@ -64,7 +64,7 @@ static long search_last_fit(const struct search *s, long below)
     long best = -1;
     for (size_t i = 0; i < s->nprobes; i++) {
         long v = s->probes[i].value;
-        int fit;
+        int fit = 0;
         search_tries(s, v, &fit);
         if (fit && (below < 0 || v < below) && v > best)
             best = v;

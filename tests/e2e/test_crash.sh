@@ -38,3 +38,24 @@ set -e
 assert_eq 3 "$rc" "nothing fits: exit status"
 assert_eq null "$(jqr '.best' "$WORK/none.json")" "nothing fits: best"
 pass "nothing fits -> exit 3"
+
+# --budget: nothing fitted yet -> exit 5 with results; some fitted -> the
+# best so far, exit 0, and the search marked unfinished.
+set +e
+"$AUTOBATCH" --quiet --batch 1:64 --budget 1s --json "$WORK/b5.json" -- \
+  "$SIMTRAIN" --startup-time 5s >"$WORK/b5.out" 2>"$WORK/b5.err"
+rc=$?
+set -e
+assert_eq 5 "$rc" "budget, nothing fitted: exit status"
+assert_eq 5 "$(jqr '.summary.exit' "$WORK/b5.json")" "budget: summary.exit"
+awk -v t="$(jqr '.summary.wall_s' "$WORK/b5.json")" 'BEGIN { exit !(t < 4) }' \
+  || fail "budget: ran $(jqr '.summary.wall_s' "$WORK/b5.json")s for a 1s budget"
+assert_no_leftovers
+"$AUTOBATCH" --quiet --batch 1:4096 --budget 2s --json "$WORK/b0.json" -- \
+  "$SIMTRAIN" --capacity 1T --step-overhead 60ms >"$WORK/b0.out" 2>"$WORK/b0.err" \
+  || fail "budget with fits: exit $?"
+grep -q "budget ran out" "$WORK/b0.out" || fail "budget: not said: $(cat "$WORK/b0.out")"
+[ "$(jqr '.best.micro_batch' "$WORK/b0.json")" -ge 1 ] || fail "budget: no best so far"
+assert_eq null "$(jqr '.max_fit[0].smallest_fail' "$WORK/b0.json")" "budget: no failure seen"
+assert_no_leftovers
+pass "--budget -> exit 5 / best so far"

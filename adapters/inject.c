@@ -1,12 +1,19 @@
 /*
- * inject: the flag and environment ways of handing a candidate to a job
- * (see inject.h).  Config-file patching and Hydra overrides are further
- * ways, added beside these.
+ * inject: the ways of handing a candidate to a job (see inject.h): flags,
+ * Hydra overrides, environment variables, and patched config copies.
  */
 #include "inject.h"
 
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "afile.h"
 
 int inject_set_flag(struct strvec *argv, const char *flag, const char *value)
 {
@@ -15,9 +22,12 @@ int inject_set_flag(struct strvec *argv, const char *flag, const char *value)
     for (size_t i = 1; i < argv->n; i++) {
         const char *a = argv->v[i];
         if (!strncmp(a, flag, fl) && a[fl] == '=') {
-            char buf[512];
-            snprintf(buf, sizeof buf, "%s=%s", flag, value);
-            if (strvec_replace(argv, i, buf))
+            char *buf = NULL;
+            if (asprintf(&buf, "%s=%s", flag, value) < 0)
+                return -1;
+            int rc = strvec_replace(argv, i, buf);
+            free(buf);
+            if (rc)
                 return -1;
             found = 1;
         } else if (!strcmp(a, flag)) {
@@ -36,43 +46,295 @@ int inject_set_flag(struct strvec *argv, const char *flag, const char *value)
     return 0;
 }
 
-static int inject_is_ours(const char *kv)
+int inject_set_override(struct strvec *argv, const char *key, const char *value)
 {
-    return !strncmp(kv, "AUTOBATCH_", 10);
+    size_t kl = strlen(key);
+    int found = 0;
+    for (size_t i = 1; i < argv->n; i++) {
+        const char *a = argv->v[i];
+        size_t plus = strspn(a, "+");
+        if (plus <= 2 && !strncmp(a + plus, key, kl) && a[plus + kl] == '=') {
+            char *buf = NULL;
+            if (asprintf(&buf, "%.*s%s=%s", (int)plus, a, key, value) < 0)
+                return -1;
+            int rc = strvec_replace(argv, i, buf);
+            free(buf);
+            if (rc)
+                return -1;
+            found = 1;
+        }
+    }
+    return found ? 0 : strvec_pushf(argv, "++%s=%s", key, value);
 }
 
-int inject_build(const struct inject_opts *o, char *const *cmd, char *const *envp,
-                 const struct inject_candidate *c, struct strvec *argv, struct strvec *env)
+const char *inject_flag_value(char *const *cmd, const char *flag)
 {
-    for (size_t i = 0; cmd[i]; i++)
-        if (strvec_push(argv, cmd[i]))
-            return -1;
-    for (size_t i = 0; envp && envp[i]; i++)
-        if (!inject_is_ours(envp[i]) && strvec_push(env, envp[i]))
-            return -1;
-    /* Variables the user set for autobatch itself (e.g. a webhook secret)
-     * are not the trainer's business, so all AUTOBATCH_* are replaced. */
-    if (strvec_pushf(env, "AUTOBATCH_TRIAL=%ld", o->trial_id) ||
-        strvec_pushf(env, "AUTOBATCH_MICRO_BATCH=%ld", c->micro_batch) ||
-        strvec_pushf(env, "AUTOBATCH_GRAD_ACCUM=%ld", c->grad_accum) ||
-        strvec_pushf(env, "AUTOBATCH_CHECKPOINTING=%d", c->checkpointing ? 1 : 0) ||
-        strvec_pushf(env, "AUTOBATCH_MAX_STEPS=%ld", o->max_steps))
-        return -1;
-    if (o->report_path && strvec_pushf(env, "AUTOBATCH_REPORT=%s", o->report_path))
-        return -1;
+    size_t fl = strlen(flag);
+    const char *v = NULL;
+    for (size_t i = 1; cmd[i]; i++) {
+        if (!strncmp(cmd[i], flag, fl) && cmd[i][fl] == '=')
+            v = cmd[i] + fl + 1;
+        else if (!strcmp(cmd[i], flag) && cmd[i + 1])
+            v = cmd[i + 1];
+    }
+    return v;
+}
 
-    if (o->preset == INJECT_HF) {
-        char mb[32], ga[32], ms[32];
-        snprintf(mb, sizeof mb, "%ld", c->micro_batch);
-        snprintf(ga, sizeof ga, "%ld", c->grad_accum);
-        snprintf(ms, sizeof ms, "%ld", o->max_steps);
-        if (inject_set_flag(argv, "--per_device_train_batch_size", mb) ||
-            inject_set_flag(argv, "--gradient_accumulation_steps", ga) ||
-            inject_set_flag(argv, "--max_steps", ms))
+const char *inject_find_config(const struct preset *p, char *const *cmd)
+{
+    for (size_t k = 0; k < p->nconfig_args; k++) {
+        const char *a = p->config_args[k];
+        if (!strncmp(a, "positional:", 11)) {
+            size_t el = strlen(a + 11);
+            for (size_t i = 1; cmd[i]; i++) {
+                size_t n = strlen(cmd[i]);
+                if (cmd[i][0] != '-' && n > el && !strcmp(cmd[i] + n - el, a + 11) &&
+                    !strchr(cmd[i], '=') && access(cmd[i], R_OK) == 0)
+                    return cmd[i];
+            }
+        } else {
+            const char *v = inject_flag_value(cmd, a);
+            if (v)
+                return v;
+        }
+    }
+    return NULL;
+}
+
+void inject_knob_text(const struct preset_knob *k, enum knob_id id,
+                      const struct inject_candidate *c, long max_steps, char *buf, size_t len)
+{
+    switch (id) {
+    case KNOB_MICRO_BATCH: snprintf(buf, len, "%ld", c->micro_batch); break;
+    case KNOB_GRAD_ACCUM: snprintf(buf, len, "%ld", c->grad_accum); break;
+    case KNOB_MAX_STEPS: snprintf(buf, len, "%ld", max_steps); break;
+    case KNOB_CHECKPOINTING:
+    case KNOB_COUNT: {
+        /* In a file the editor keeps the file's own spelling; on the
+         * command line and in the environment the preset's applies. */
+        int in_file = k->via == VIA_CONFIG || k->via == VIA_ACCELERATE;
+        const char *t = !in_file && k->spell_true ? k->spell_true : "true";
+        const char *f = !in_file && k->spell_false ? k->spell_false : "false";
+        snprintf(buf, len, "%s", c->checkpointing ? t : f);
+        break;
+    }
+    }
+}
+
+/* Is knob id passed for this trial? */
+static int inject_wanted(const struct inject_ctx *ctx, int id)
+{
+    return id != KNOB_CHECKPOINTING || ctx->set_checkpointing;
+}
+
+int inject_apply_file(const struct inject_ctx *ctx, enum knob_via which, int writeback,
+                      struct cfile *f, const struct inject_candidate *c, char *err, size_t errlen)
+{
+    const struct preset *p = ctx->preset;
+    char val[64], e[400];
+    for (int id = 0; id < KNOB_COUNT; id++) {
+        const struct preset_knob *k = &p->knobs[id];
+        int here = k->via == which || (writeback && k->via == VIA_OVERRIDE);
+        if (!here || !inject_wanted(ctx, id) || (writeback && id == KNOB_MAX_STEPS))
+            continue;
+        /* Files get the file's own boolean spelling (the editor keeps it). */
+        struct preset_knob plain = *k;
+        plain.via = which;
+        inject_knob_text(&plain, id, c, ctx->max_steps, val, sizeof val);
+        if (cfile_set(f, k->where, val, e, sizeof e) != CEDIT_OK) {
+            snprintf(err, errlen, "cannot set %s (%s): %s", preset_knob_name(id), k->where, e);
             return -1;
-        if (o->set_checkpointing &&
-            inject_set_flag(argv, "--gradient_checkpointing", c->checkpointing ? "true" : "false"))
+        }
+    }
+    if (which != VIA_CONFIG)
+        return 0;
+    for (size_t i = 0; i < p->nderived; i++) {
+        const struct preset_derived *d = &p->derived[i];
+        char *cur = NULL;
+        enum cedit_status st = cfile_get(f, d->key, &cur, e, sizeof e);
+        int keep = st == CEDIT_OK && d->keep && !strcmp(cur, d->keep);
+        free(cur);
+        if (keep || st == CEDIT_NOT_FOUND)
+            continue; /* left as the user has it, or absent: DeepSpeed infers it */
+        long v = 1;
+        for (int id = 0; id < KNOB_COUNT; id++)
+            if (d->factors & (1 << id))
+                v *= id == KNOB_MICRO_BATCH ? c->micro_batch
+                   : id == KNOB_GRAD_ACCUM ? c->grad_accum : 1;
+        if (d->factors & PRESET_WORLD_SIZE)
+            v *= ctx->world_size > 0 ? ctx->world_size : 1;
+        snprintf(val, sizeof val, "%ld", v);
+        if (cfile_set(f, d->key, val, e, sizeof e) != CEDIT_OK) {
+            snprintf(err, errlen, "cannot keep %s consistent: %s", d->key, e);
             return -1;
+        }
     }
     return 0;
+}
+
+/* Does argument a name the file path names (same string, or same file)? */
+static int inject_same_file(const char *a, const char *path)
+{
+    if (!strcmp(a, path))
+        return 1;
+    struct stat sa, sp;
+    return !stat(a, &sa) && !stat(path, &sp) && sa.st_dev == sp.st_dev && sa.st_ino == sp.st_ino;
+}
+
+/* Write a patched copy of a config next to the original and point every
+ * argument that names the original at it. */
+static int inject_copy(const struct inject_ctx *ctx, enum knob_via which, const char *path,
+                       const struct cfile *orig, const struct inject_candidate *c,
+                       struct inject_trial *t, char **tmp, char *err, size_t errlen)
+{
+    struct cfile f = CFILE_INIT;
+    f.format = orig->format;
+    f.orig = malloc(orig->cur_len + 1);
+    f.cur = malloc(orig->cur_len + 1);
+    if (!f.orig || !f.cur) {
+        cfile_release(&f);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(f.orig, orig->cur, orig->cur_len);
+    memcpy(f.cur, orig->cur, orig->cur_len);
+    f.orig_len = f.cur_len = orig->cur_len;
+    if (inject_apply_file(ctx, which, 0, &f, c, err, errlen)) {
+        cfile_release(&f);
+        return -1;
+    }
+    /* Beside the original, so that relative includes (Hydra defaults,
+     * base_config) still resolve; the extension is kept for trainers that
+     * pick a parser by it. */
+    char d[PATH_MAX], b[PATH_MAX];
+    snprintf(d, sizeof d, "%s", path);
+    snprintf(b, sizeof b, "%s", path);
+    const char *base = basename(b), *dot = strrchr(base, '.');
+    int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+    if (asprintf(tmp, "%s/%.*s.autobatch-trial-%ld-%ld%s", dirname(d), stem, base,
+                 (long)getpid(), ctx->trial_id, dot && dot != base ? dot : "") < 0) {
+        *tmp = NULL;
+        cfile_release(&f);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = cfile_save(&f, *tmp, err, errlen);
+    cfile_release(&f);
+    if (rc) {
+        free(*tmp);
+        *tmp = NULL;
+        return -1;
+    }
+    int named = 0;
+    for (size_t i = 1; i < t->argv.n; i++) {
+        const char *a = t->argv.v[i];
+        const char *eq = strchr(a, '=');
+        if (inject_same_file(a, path)) {
+            named |= !strvec_replace(&t->argv, i, *tmp);
+        } else if (a[0] == '-' && eq && inject_same_file(eq + 1, path)) {
+            char *buf = NULL;
+            if (asprintf(&buf, "%.*s=%s", (int)(eq - a), a, *tmp) >= 0)
+                named |= !strvec_replace(&t->argv, i, buf);
+            free(buf);
+        }
+    }
+    if (!named) {
+        snprintf(err, errlen, "the command does not name '%s', so trials cannot be given a "
+                 "patched copy; pass the config's path in the command", path);
+        return -1;
+    }
+    return 0;
+}
+
+int inject_build(const struct inject_ctx *ctx, char *const *cmd, char *const *envp,
+                 const struct inject_candidate *c, struct inject_trial *t,
+                 char *err, size_t errlen)
+{
+    const struct preset *p = ctx->preset;
+    snprintf(err, errlen, "out of memory");
+    for (size_t i = 0; cmd[i]; i++)
+        if (strvec_push(&t->argv, cmd[i]))
+            goto fail;
+    /* Variables the user set for autobatch itself (e.g. a webhook secret)
+     * are not the trainer's business, so all AUTOBATCH_* are replaced. */
+    for (size_t i = 0; envp && envp[i]; i++)
+        if (strncmp(envp[i], "AUTOBATCH_", 10) && strvec_push(&t->env, envp[i]))
+            goto fail;
+    if (strvec_pushf(&t->env, "AUTOBATCH_TRIAL=%ld", ctx->trial_id) ||
+        strvec_pushf(&t->env, "AUTOBATCH_MICRO_BATCH=%ld", c->micro_batch) ||
+        strvec_pushf(&t->env, "AUTOBATCH_GRAD_ACCUM=%ld", c->grad_accum) ||
+        strvec_pushf(&t->env, "AUTOBATCH_CHECKPOINTING=%d", c->checkpointing ? 1 : 0) ||
+        strvec_pushf(&t->env, "AUTOBATCH_MAX_STEPS=%ld", ctx->max_steps))
+        goto fail;
+    if (ctx->report_path && strvec_pushf(&t->env, "AUTOBATCH_REPORT=%s", ctx->report_path))
+        goto fail;
+
+    int files = 0;
+    for (int id = 0; id < KNOB_COUNT; id++) {
+        const struct preset_knob *k = &p->knobs[id];
+        if (k->via == VIA_NONE || !inject_wanted(ctx, id))
+            continue;
+        char val[64];
+        inject_knob_text(k, id, c, ctx->max_steps, val, sizeof val);
+        switch (k->via) {
+        case VIA_FLAG:
+            if (inject_set_flag(&t->argv, k->where, val))
+                goto fail;
+            break;
+        case VIA_OVERRIDE:
+            if (inject_set_override(&t->argv, k->where, val))
+                goto fail;
+            break;
+        case VIA_ENV:
+            for (size_t i = 0; i < t->env.n; i++)
+                if (!strncmp(t->env.v[i], k->where, strlen(k->where)) &&
+                    t->env.v[i][strlen(k->where)] == '=')
+                    strvec_remove(&t->env, i--);
+            if (strvec_pushf(&t->env, "%s=%s", k->where, val))
+                goto fail;
+            break;
+        case VIA_CONFIG:
+        case VIA_ACCELERATE:
+            files |= k->via == VIA_CONFIG ? 1 : 2;
+            break;
+        case VIA_NONE:
+            break;
+        }
+    }
+    if (p->nderived)
+        files |= 1;
+    if ((files & 1) && !ctx->config) {
+        snprintf(err, errlen, "preset '%s' keeps knobs in a config file; name it with --config FILE",
+                 p->name);
+        goto fail;
+    }
+    if ((files & 2) && !ctx->accel) {
+        snprintf(err, errlen, "preset '%s' sets checkpointing in the accelerate config; the command "
+                 "needs `accelerate launch --config_file FILE`", p->name);
+        goto fail;
+    }
+    if ((files & 1) && inject_copy(ctx, VIA_CONFIG, ctx->config_path, ctx->config, c, t,
+                                   &t->tmp_config, err, errlen))
+        goto fail;
+    if ((files & 2) && inject_copy(ctx, VIA_ACCELERATE, ctx->accel_path, ctx->accel, c, t,
+                                   &t->tmp_accel, err, errlen))
+        goto fail;
+    err[0] = '\0';
+    return 0;
+fail:
+    inject_trial_release(t);
+    return -1;
+}
+
+void inject_trial_release(struct inject_trial *t)
+{
+    if (t->tmp_config)
+        unlink(t->tmp_config);
+    if (t->tmp_accel)
+        unlink(t->tmp_accel);
+    free(t->tmp_config);
+    free(t->tmp_accel);
+    strvec_release(&t->argv);
+    strvec_release(&t->env);
+    t->tmp_config = t->tmp_accel = NULL;
 }

@@ -1,27 +1,39 @@
 /*
- * inject: turn one candidate into the argv and environment of a trial.
+ * inject: turn one candidate into the argv, environment and temporary
+ * config copies of a trial, the way a preset says (see preset.h).
  *
  * Every trial gets the variables of DESIGN.md 2.2 (AUTOBATCH_TRIAL,
  * AUTOBATCH_MICRO_BATCH, AUTOBATCH_GRAD_ACCUM, AUTOBATCH_CHECKPOINTING,
  * AUTOBATCH_MAX_STEPS, AUTOBATCH_REPORT), replacing any the user's
- * environment already had.  Then the preset says how the knobs reach the
- * job:
- *   - INJECT_ENV: through those variables alone; argv is unchanged.
- *   - INJECT_HF: Hugging Face TrainingArguments flags are set in argv:
- *     --per_device_train_batch_size, --gradient_accumulation_steps,
- *     --max_steps, and --gradient_checkpointing true|false when
- *     checkpointing is searched.  A flag the command already has, as
- *     `--flag V` or `--flag=V`, gets its value replaced (every occurrence,
- *     so none is left disagreeing); a missing flag is appended.
+ * environment already had.  Then each knob of the preset goes where the
+ * preset says:
+ *   - flag: `--flag V` set in argv: every `--flag V` / `--flag=V` gets the
+ *     new value (so none is left disagreeing); a missing flag is appended;
+ *   - override: a Hydra `key=V` in argv: an existing `key=`, `+key=` or
+ *     `++key=` argument gets the new value; otherwise `++key=V` (add or
+ *     replace) is appended;
+ *   - key / accelerate_key: the user's config (or the accelerate launch
+ *     config) is copied with the value set, into a temporary file beside
+ *     the original (so relative includes still resolve), and every
+ *     argument naming the original (`PATH`, `--flag=PATH`) is pointed at
+ *     the copy.  The original is never written;
+ *   - env: the variable is set.
+ * The checkpointing knob is passed only when checkpointing is searched;
+ * derived config keys (DeepSpeed's train_batch_size) are kept equal to
+ * their product unless they hold their `keep` value.
+ *
+ * Life cycle: struct inject_trial t = INJECT_TRIAL_INIT;
+ * inject_build(&ctx, cmd, envp, &cand, &t, ...); run t.argv/t.env;
+ * inject_trial_release(&t), which also removes the temporary copies.
  */
 #ifndef AB_INJECT_H
 #define AB_INJECT_H
 
 #include <stddef.h>
 
+#include "cfile.h"
+#include "preset.h"
 #include "strvec.h"
-
-enum inject_preset { INJECT_ENV, INJECT_HF };
 
 struct inject_candidate {
     long micro_batch;
@@ -29,27 +41,69 @@ struct inject_candidate {
     int checkpointing;
 };
 
-struct inject_opts {
-    enum inject_preset preset;
+struct inject_ctx {
+    const struct preset *preset;
     int set_checkpointing;   /**< checkpointing is searched: pass it on */
     long max_steps;          /**< warm-up + measured steps */
     long trial_id;
+    long world_size;
     const char *report_path; /**< AUTOBATCH_REPORT */
+    const char *config_path; /**< the user's --config as named in the command, or NULL */
+    const struct cfile *config;     /**< loaded --config, or NULL */
+    const char *accel_path;  /**< accelerate --config_file as named, or NULL */
+    const struct cfile *accel;      /**< loaded accelerate config, or NULL */
 };
 
-/**
- * Build the trial's argv from cmd and its environment from envp.  Both
- * outputs must be STRVEC_INIT on entry.  Returns 0 or -1 (ENOMEM).
- */
-int inject_build(const struct inject_opts *o, char *const *cmd, char *const *envp,
-                 const struct inject_candidate *c, struct strvec *argv, struct strvec *env);
+struct inject_trial {
+    struct strvec argv, env;
+    char *tmp_config;        /**< temporary copy of --config, or NULL */
+    char *tmp_accel;         /**< temporary copy of the accelerate config, or NULL */
+};
+#define INJECT_TRIAL_INIT { STRVEC_INIT, STRVEC_INIT, NULL, NULL }
 
 /**
- * Set `--flag value` in argv: replace the value of each `--flag V` and
- * `--flag=V` (a bare `--flag` followed by another option gets the value
- * inserted), or append `--flag value` when absent.  argv[0] is never
- * taken for a flag.  Returns 0 or -1 (ENOMEM).
+ * Build a trial.  Returns 0, or -1 with a one-line reason in err (a key
+ * the config lacks, a config the command does not name, no memory); on
+ * failure nothing is left on disk.
  */
+int inject_build(const struct inject_ctx *ctx, char *const *cmd, char *const *envp,
+                 const struct inject_candidate *c, struct inject_trial *t,
+                 char *err, size_t errlen);
+
+/** Remove the temporary copies and free everything; t can be reused. */
+void inject_trial_release(struct inject_trial *t);
+
+/**
+ * Apply the candidate's knobs that live in a file (and derived keys) to
+ * f; which = VIA_CONFIG or VIA_ACCELERATE.  For the write-back
+ * (writeback = 1) Hydra override knobs are applied too, at their key
+ * paths (that is how F5-TTS's overrides reach its YAML), and max_steps is
+ * left alone.  Returns 0, or -1 with a reason.
+ */
+int inject_apply_file(const struct inject_ctx *ctx, enum knob_via which, int writeback,
+                      struct cfile *f, const struct inject_candidate *c, char *err, size_t errlen);
+
+/** Set `--flag value` in argv (see above).  Returns 0 or -1 (ENOMEM). */
 int inject_set_flag(struct strvec *argv, const char *flag, const char *value);
+
+/** Set a Hydra override `key=value` in argv (see above).  0 or -1. */
+int inject_set_override(struct strvec *argv, const char *key, const char *value);
+
+/**
+ * The value the command gives `--flag` (`--flag V` or `--flag=V`, the
+ * last one wins, as with argparse), or NULL.  Points into cmd.
+ */
+const char *inject_flag_value(char *const *cmd, const char *flag);
+
+/**
+ * Where the command names its config, per the preset's config_args
+ * (`--flag` values, then `positional:.ext`: the first argument after
+ * argv[0] with that extension).  NULL when not found.  Points into cmd.
+ */
+const char *inject_find_config(const struct preset *p, char *const *cmd);
+
+/** The text form of a knob's value for the candidate, per the knob's spelling. */
+void inject_knob_text(const struct preset_knob *k, enum knob_id id,
+                      const struct inject_candidate *c, long max_steps, char *buf, size_t len);
 
 #endif

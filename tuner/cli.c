@@ -17,8 +17,9 @@
 enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 
 enum opt_id {
-    O_BATCH, O_BUDGET, O_HANG_TIMEOUT, O_HELP, O_JSON, O_KILL_GRACE, O_PRESET,
-    O_QUIET, O_STEPS, O_TRIAL_TIMEOUT, O_VERBOSE, O_VERSION, O_WARMUP, O_WORLD_SIZE,
+    O_BATCH, O_BUDGET, O_CONFIG, O_HANG_TIMEOUT, O_HELP, O_JSON, O_KILL_GRACE, O_KNOB,
+    O_PRESET, O_QUIET, O_STEPS, O_TRIAL_TIMEOUT, O_VERBOSE, O_VERSION, O_WARMUP,
+    O_WORLD_SIZE, O_WRITE,
 };
 
 struct opt {
@@ -32,10 +33,12 @@ struct opt {
 static const struct opt cli_opts[] = {
     { "batch", OPT_RANGE, 0, O_BATCH },
     { "budget", OPT_DURATION, 0, O_BUDGET },
+    { "config", OPT_STRING, 0, O_CONFIG },
     { "hang-timeout", OPT_DURATION, 0, O_HANG_TIMEOUT },
     { "help", OPT_FLAG, 'h', O_HELP },
     { "json", OPT_STRING, 0, O_JSON },
     { "kill-grace", OPT_DURATION, 0, O_KILL_GRACE },
+    { "knob", OPT_STRING, 0, O_KNOB },
     { "preset", OPT_STRING, 0, O_PRESET },
     { "quiet", OPT_FLAG, 'q', O_QUIET },
     { "steps", OPT_COUNT, 0, O_STEPS },
@@ -44,10 +47,13 @@ static const struct opt cli_opts[] = {
     { "version", OPT_FLAG, 'V', O_VERSION },
     { "warmup", OPT_COUNT, 0, O_WARMUP },
     { "world-size", OPT_COUNT, 0, O_WORLD_SIZE },
+    { "write", OPT_FLAG, 0, O_WRITE },
 };
 
 static const char cli_usage[] =
 "usage: autobatch [OPTIONS] -- COMMAND [ARG...]\n"
+"       autobatch config get FILE KEY\n"
+"       autobatch config set FILE KEY=VALUE...\n"
 "\n"
 "Find the largest micro-batch that fits in memory by running COMMAND for a\n"
 "few steps per candidate, watching its output for out-of-memory errors from\n"
@@ -55,10 +61,15 @@ static const char cli_usage[] =
 "each trial.\n"
 "\n"
 "How knobs reach the command:\n"
-"  --preset NAME         hf: set Hugging Face flags (--per_device_train_batch_size,\n"
-"                        --gradient_accumulation_steps, --max_steps), replacing\n"
-"                        ones the command already has (default)\n"
-"                        env: only the AUTOBATCH_* environment variables\n"
+"  --preset NAME|FILE|auto  where the knobs live (default hf): hf, env, hydra,\n"
+"                        json, yaml, f5-tts, parler-tts, coqui, orpheus,\n"
+"                        deepspeed, accelerate, lightning, espnet; auto picks\n"
+"                        one from the command and --config and says which\n"
+"  --config FILE         the project's config file; trials get a patched copy\n"
+"  --knob NAME=WHERE     override a preset: NAME is micro_batch, grad_accum,\n"
+"                        checkpointing or max_steps; WHERE a --flag, env:VAR,\n"
+"                        key:PATH, override:PATH, accelerate:PATH or a key path\n"
+"  --write               write the choice into --config (default: show the diff)\n"
 "Search:\n"
 "  --batch MIN:MAX[:STEP]  micro-batch range and granularity (default 1:1024:1)\n"
 "  --steps N             measured steps per trial (default 5)\n"
@@ -156,6 +167,7 @@ static enum cli_status cli_range(const char *arg, struct plan *p)
     p->batch_min = v[0];
     p->batch_max = v[1];
     p->batch_step = v[2];
+    p->batch_given = 1;
     return CLI_RUN;
 }
 
@@ -181,13 +193,23 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_QUIET: p->quiet = 1; break;
     case O_VERBOSE: p->verbose = 1; break;
     case O_PRESET:
-        if (!strcmp(arg, "hf"))
-            p->preset = INJECT_HF;
-        else if (!strcmp(arg, "env"))
-            p->preset = INJECT_ENV;
-        else
-            return cli_bad("--preset '%s': unknown preset; use hf or env", arg);
-        p->preset_name = arg;
+        if (!*arg)
+            return cli_bad("--preset is empty; use a name such as hf, auto, or a preset file");
+        p->preset_name = arg; /* resolved (and checked) by main */
+        break;
+    case O_CONFIG:
+        p->config_path = arg;
+        break;
+    case O_KNOB:
+        if (p->nknob_specs == CLI_MAX_KNOBS)
+            return cli_bad("--knob given more than %d times", CLI_MAX_KNOBS);
+        if (!strchr(arg, '='))
+            return cli_bad("--knob '%s': expected NAME=WHERE, e.g. --knob micro_batch=train.batch_size",
+                           arg);
+        p->knob_specs[p->nknob_specs++] = arg;
+        break;
+    case O_WRITE:
+        p->write = 1;
         break;
     case O_HELP:
         fputs(cli_usage, stdout);
@@ -232,15 +254,14 @@ static enum cli_status cli_check_command(const char *cmd)
 enum cli_status cli_parse(int argc, char **argv, struct plan *p)
 {
     struct plan def = {
-        .preset_name = "hf", .preset = INJECT_HF,
+        .preset_name = "hf",
         .batch_min = 1, .batch_max = 1024, .batch_step = 1,
         .steps = 5, .warmup = 2, .world_size = 1,
         .trial_timeout_s = 20 * 60, .hang_timeout_s = 5 * 60, .budget_s = 0, .grace_s = 3,
     };
     *p = def;
-    if (argc > 1 && (!strcmp(argv[1], "config") || !strcmp(argv[1], "report"))) {
-        cli_error("'autobatch %s' is not built yet in this version; see the README's roadmap",
-                  argv[1]);
+    if (argc > 1 && !strcmp(argv[1], "report")) {
+        cli_error("'autobatch report' is not built yet in this version; see the README's roadmap");
         return CLI_USAGE;
     }
     int i = 1;

@@ -11,17 +11,22 @@
 #ifndef AB_CLI_H
 #define AB_CLI_H
 
-#include "inject.h"
+#define CLI_MAX_KNOBS 8
 
 struct plan {
-    const char *preset_name;
-    enum inject_preset preset;
+    const char *preset_name;  /**< a built-in name, "auto", or a file */
+    const char *config_path;  /**< --config, or NULL */
+    const char *knob_specs[CLI_MAX_KNOBS]; /**< --knob NAME=WHERE, in order */
+    int nknob_specs;
+    int write;                /**< --write */
+    int batch_given;          /**< --batch was on the command line */
     long batch_min, batch_max, batch_step;
     long steps, warmup;
     long world_size;
     double trial_timeout_s, hang_timeout_s, budget_s, grace_s;
     const char *json_path;   /**< NULL: no results file */
     int quiet, verbose;
+    int checkpointing_searched; /**< checkpointing is part of the space */
     char **command;          /**< points into argv; NULL-terminated */
 };
 

@@ -18,7 +18,10 @@
 #include <unistd.h>
 
 #include "afile.h"
+#include "cfile.h"
 #include "cli.h"
+#include "preset.h"
+#include "udiff.h"
 #include "inject.h"
 #include "oom.h"
 #include "proctree.h"
@@ -85,9 +88,301 @@ static void ab_show_crash(struct progress *pg, const struct trial_result *r)
           stderr);
 }
 
+/* ------------------------------------------------------ config get/set */
+
+/* autobatch config get FILE KEY | config set FILE KEY=VALUE...  All sets
+ * are applied in memory and written once, atomically; any failure leaves
+ * the file untouched. */
+static int ab_config_cmd(int argc, char **argv)
+{
+    char err[512];
+    if (argc < 4 || (strcmp(argv[2], "get") && strcmp(argv[2], "set")) ||
+        (!strcmp(argv[2], "get") && argc != 5)) {
+        cli_error("usage: autobatch config get FILE KEY | autobatch config set FILE KEY=VALUE...");
+        return AB_USAGE;
+    }
+    const char *path = argv[3];
+    struct cfile f = CFILE_INIT;
+    if (cfile_load(&f, path, err, sizeof err)) {
+        cli_error("%s", err);
+        return AB_USAGE;
+    }
+    int rc = AB_OK;
+    if (!strcmp(argv[2], "get")) {
+        char *v = NULL;
+        if (cfile_get(&f, argv[4], &v, err, sizeof err) != CEDIT_OK) {
+            cli_error("%s: %s", path, err);
+            rc = AB_USAGE;
+        } else {
+            printf("%s\n", v);
+        }
+        free(v);
+        cfile_release(&f);
+        return rc;
+    }
+    if (argc < 5) {
+        cli_error("config set needs at least one KEY=VALUE, e.g. autobatch config set %s "
+                  "train.batch_size=16", path);
+        cfile_release(&f);
+        return AB_USAGE;
+    }
+    for (int i = 4; i < argc && rc == AB_OK; i++) {
+        char *eq = strchr(argv[i], '=');
+        if (!eq || eq == argv[i]) {
+            cli_error("'%s': expected KEY=VALUE, e.g. train.batch_size=16", argv[i]);
+            rc = AB_USAGE;
+            break;
+        }
+        *eq = '\0';
+        if (cfile_set(&f, argv[i], eq + 1, err, sizeof err) != CEDIT_OK) {
+            cli_error("%s: %s; the file was not changed", path, err);
+            rc = AB_USAGE;
+        }
+        *eq = '=';
+    }
+    if (rc == AB_OK && cfile_changed(&f) && cfile_save(&f, path, err, sizeof err)) {
+        cli_error("%s", err);
+        rc = AB_USAGE;
+    }
+    cfile_release(&f);
+    return rc;
+}
+
+/* --------------------------------------------------------------- setup */
+
+/* Everything a run needs besides the plan: the preset, the config files,
+ * and the knobs' starting values. */
+struct ab_setup {
+    struct preset preset;
+    const char *config_path;   /* as named (--config, or found in the command) */
+    struct cfile config;
+    int have_config;
+    const char *accel_path;
+    struct cfile accel;
+    int have_accel;
+    long grad_accum;           /* the command's own accumulation, else 1 */
+    const char *unit;          /* the batch knob's unit */
+};
+
+static int ab_has_key(const struct cfile *f, const char *key)
+{
+    char *v = NULL, e[256];
+    enum cedit_status st = cfile_get(f, key, &v, e, sizeof e);
+    free(v);
+    return st == CEDIT_OK || st == CEDIT_NOT_SCALAR;
+}
+
+/* --preset auto: the first built-in preset (in preset.c's order) whose
+ * command substrings appear in the command, or all of whose config keys
+ * the config has. */
+static int ab_detect(const struct plan *plan, char *picked, size_t len)
+{
+    char err[512];
+    for (const char *const *n = preset_builtin_names(); *n; n++) {
+        struct preset p = PRESET_INIT;
+        if (preset_load(&p, *n, err, sizeof err)) {
+            preset_release(&p);
+            continue;
+        }
+        int hit = 0;
+        for (size_t i = 0; i < p.ndetect_command && !hit; i++)
+            for (size_t a = 0; plan->command[a] && !hit; a++)
+                hit = strstr(plan->command[a], p.detect_command[i]) != NULL;
+        const char *cpath = plan->config_path ? plan->config_path : inject_find_config(&p, plan->command);
+        struct cfile f = CFILE_INIT;
+        if (!hit && p.ndetect_keys && cpath && !cfile_load(&f, cpath, err, sizeof err)) {
+            hit = 1;
+            for (size_t i = 0; i < p.ndetect_keys && hit; i++)
+                hit = ab_has_key(&f, p.detect_keys[i]);
+        }
+        cfile_release(&f);
+        preset_release(&p);
+        if (hit) {
+            snprintf(picked, len, "%s", *n);
+            return 0;
+        }
+    }
+    /* Nothing specific: a config file's format, else the environment. */
+    const char *fallback = "env";
+    if (plan->config_path) {
+        struct cfile f = CFILE_INIT;
+        if (!cfile_load(&f, plan->config_path, err, sizeof err))
+            fallback = f.format == CFILE_JSON ? "json" : "yaml";
+        cfile_release(&f);
+    }
+    snprintf(picked, len, "%s", fallback);
+    return 0;
+}
+
+/* The value the command or config already gives a knob, as a number. */
+static long ab_current(const struct ab_setup *s, char *const *cmd, enum knob_id id, long dflt)
+{
+    const struct preset_knob *k = &s->preset.knobs[id];
+    const char *v = NULL;
+    char *owned = NULL, e[256];
+    if (k->via == VIA_FLAG) {
+        v = inject_flag_value(cmd, k->where);
+    } else if (k->via == VIA_OVERRIDE) {
+        size_t kl = strlen(k->where);
+        for (size_t i = 1; cmd[i]; i++) {
+            const char *a = cmd[i] + strspn(cmd[i], "+");
+            if (!strncmp(a, k->where, kl) && a[kl] == '=')
+                v = a + kl + 1;
+        }
+        if (!v && s->have_config && cfile_get(&s->config, k->where, &owned, e, sizeof e) == CEDIT_OK)
+            v = owned;
+    } else if (k->via == VIA_CONFIG && s->have_config &&
+               cfile_get(&s->config, k->where, &owned, e, sizeof e) == CEDIT_OK) {
+        v = owned;
+    }
+    char *end;
+    long n = v ? strtol(v, &end, 10) : 0;
+    long r = v && *v && !*end && n >= 1 ? n : dflt;
+    free(owned);
+    return r;
+}
+
+static int ab_setup(struct plan *plan, struct ab_setup *s, struct progress *pg)
+{
+    char err[512], picked[64];
+    const char *name = plan->preset_name;
+    if (!strcmp(name, "auto")) {
+        ab_detect(plan, picked, sizeof picked);
+        name = picked;
+    }
+    if (preset_load(&s->preset, name, err, sizeof err)) {
+        cli_error("--preset: %s", err);
+        return -1;
+    }
+    if (!strcmp(plan->preset_name, "auto"))
+        progress_note(pg, "--preset auto: picked '%s' (%s)", s->preset.name,
+                      s->preset.summary ? s->preset.summary : "");
+    s->config_path = plan->config_path ? plan->config_path
+                                       : inject_find_config(&s->preset, plan->command);
+    for (int i = 0; i < plan->nknob_specs; i++) {
+        if (preset_set_knob(&s->preset, plan->knob_specs[i], s->config_path != NULL, err,
+                            sizeof err)) {
+            cli_error("%s", err);
+            return -1;
+        }
+    }
+    if (!s->config_path && (preset_uses_config(&s->preset) || plan->write)) {
+        cli_error(plan->write ? "--write needs --config FILE, the file to write the choice into"
+                              : "preset '%s' keeps knobs in a config file; name it with --config FILE",
+                  s->preset.name);
+        return -1;
+    }
+    if (s->config_path) {
+        if (cfile_load(&s->config, s->config_path, err, sizeof err)) {
+            cli_error("--config: %s", err);
+            return -1;
+        }
+        s->have_config = 1;
+    }
+    if (preset_uses_accelerate(&s->preset) && plan->checkpointing_searched) {
+        s->accel_path = inject_flag_value(plan->command, "--config_file");
+        if (!s->accel_path) {
+            cli_error("preset '%s' sets checkpointing in the accelerate config; launch with "
+                      "`accelerate launch --config_file FILE ...`", s->preset.name);
+            return -1;
+        }
+        if (cfile_load(&s->accel, s->accel_path, err, sizeof err)) {
+            cli_error("accelerate --config_file: %s", err);
+            return -1;
+        }
+        s->have_accel = 1;
+    }
+    if (!plan->batch_given && s->preset.batch_min > 0) {
+        plan->batch_min = s->preset.batch_min;
+        plan->batch_max = s->preset.batch_max;
+        plan->batch_step = s->preset.batch_step;
+    }
+    s->grad_accum = ab_current(s, plan->command, KNOB_GRAD_ACCUM, 1);
+    s->unit = s->preset.knobs[KNOB_MICRO_BATCH].unit ? s->preset.knobs[KNOB_MICRO_BATCH].unit
+                                                      : "samples";
+    return 0;
+}
+
+static void ab_setup_release(struct ab_setup *s)
+{
+    preset_release(&s->preset);
+    cfile_release(&s->config);
+    cfile_release(&s->accel);
+}
+
+/* ----------------------------------------------------------- write-back */
+
+/* Show (and with --write, apply) the choice: the diff of --config, and
+ * the command-line knobs to use. */
+static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inject_ctx *ctx,
+                         const struct inject_candidate *best, FILE *say)
+{
+    char err[512];
+    const struct preset *p = &s->preset;
+    char line[1024] = "";
+    for (int id = 0; id < KNOB_COUNT; id++) {
+        const struct preset_knob *k = &p->knobs[id];
+        if (id == KNOB_MAX_STEPS || (id == KNOB_CHECKPOINTING && !ctx->set_checkpointing))
+            continue;
+        char val[64], piece[256] = "";
+        inject_knob_text(k, id, best, 0, val, sizeof val);
+        if (k->via == VIA_FLAG)
+            snprintf(piece, sizeof piece, " %s %s", k->where, val);
+        else if (k->via == VIA_OVERRIDE && !s->have_config)
+            snprintf(piece, sizeof piece, " %s=%s", k->where, val);
+        else if (k->via == VIA_ENV)
+            snprintf(piece, sizeof piece, " %s=%s (environment)", k->where, val);
+        strncat(line, piece, sizeof line - strlen(line) - 1);
+    }
+    if (*line)
+        fprintf(say, "autobatch: run with:%s\n", line);
+    if (!s->have_config && !s->have_accel)
+        return 0;
+
+    struct { struct cfile *f; const char *path; enum knob_via via; int have; } files[] = {
+        { &s->config, s->config_path, VIA_CONFIG, s->have_config },
+        { &s->accel, s->accel_path, VIA_ACCELERATE, s->have_accel },
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        if (!files[i].have)
+            continue;
+        struct cfile *f = files[i].f;
+        if (inject_apply_file(ctx, files[i].via, 1, f, best, err, sizeof err)) {
+            cli_error("write-back to '%s': %s", files[i].path, err);
+            rc = -1;
+            continue;
+        }
+        if (!cfile_changed(f)) {
+            fprintf(say, "autobatch: '%s' already holds the choice\n", files[i].path);
+            continue;
+        }
+        /* Same path on both sides, so `patch -p0 < diff` applies it. */
+        char *diff = NULL;
+        if (!udiff(f->orig, f->orig_len, f->cur, f->cur_len, files[i].path, files[i].path, &diff))
+            fputs(diff, say);
+        free(diff);
+        if (plan->write) {
+            if (cfile_save(f, files[i].path, err, sizeof err)) {
+                cli_error("%s", err);
+                rc = -1;
+            } else {
+                fprintf(say, "autobatch: wrote '%s'\n", files[i].path);
+            }
+        } else {
+            fprintf(say, "autobatch: not written; add --write to apply this to '%s'\n",
+                    files[i].path);
+        }
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     ab_sanitize_fds();
+    signal(SIGPIPE, SIG_IGN);
+    if (argc > 1 && !strcmp(argv[1], "config"))
+        return ab_config_cmd(argc, argv);
     struct plan plan;
     switch (cli_parse(argc, argv, &plan)) {
     case CLI_DONE: return AB_OK;
@@ -103,34 +398,66 @@ int main(int argc, char **argv)
         cli_error("--json: %s; choose a writable path", err);
         return AB_USAGE;
     }
+    struct progress pg;
+    progress_init(&pg, plan.quiet, plan.verbose);
+    struct ab_setup setup = { .preset = PRESET_INIT, .config = CFILE_INIT, .accel = CFILE_INIT };
+    if (ab_setup(&plan, &setup, &pg)) {
+        ab_setup_release(&setup);
+        return AB_USAGE;
+    }
+    pg.unit = setup.unit;
     struct oom_table oom = OOM_TABLE_INIT;
     if (oom_table_load_default(&oom, err, sizeof err)) {
         cli_error("built-in OOM signatures: %s", err);
+        ab_setup_release(&setup);
         return AB_USAGE;
     }
     if (proctree_become_subreaper()) {
         cli_error("cannot become a child subreaper: %s", strerror(errno));
         oom_table_release(&oom);
+        ab_setup_release(&setup);
         return AB_USAGE;
     }
     ab_install_signals();
 
-    char tmpdir[] = "/tmp/autobatch-XXXXXX";
     const char *tmpbase = getenv("TMPDIR");
     char tmpl[4096];
     snprintf(tmpl, sizeof tmpl, "%s/autobatch-XXXXXX", tmpbase && *tmpbase ? tmpbase : "/tmp");
     char *dir = mkdtemp(tmpl);
-    if (!dir)
-        dir = mkdtemp(tmpdir);
     if (!dir) {
-        cli_error("cannot make a temporary directory: %s; set TMPDIR to a writable place",
-                  strerror(errno));
+        cli_error("cannot make a temporary directory in '%s': %s; set TMPDIR to a writable place",
+                  tmpbase && *tmpbase ? tmpbase : "/tmp", strerror(errno));
         oom_table_release(&oom);
+        ab_setup_release(&setup);
         return AB_USAGE;
     }
 
-    struct progress pg;
-    progress_init(&pg, plan.quiet, plan.verbose);
+    const long grad_accum = setup.grad_accum;
+    const int ckpt = 0;
+    struct inject_ctx ctx = {
+        .preset = &setup.preset, .set_checkpointing = plan.checkpointing_searched,
+        .max_steps = plan.warmup + plan.steps, .world_size = plan.world_size,
+        .config_path = setup.have_config ? setup.config_path : NULL,
+        .config = setup.have_config ? &setup.config : NULL,
+        .accel_path = setup.accel_path, .accel = setup.have_accel ? &setup.accel : NULL,
+    };
+    /* A dry run of the first trial's set-up: a key the config lacks or a
+     * config the command does not name fails now, before any trial. */
+    {
+        struct inject_trial t = INJECT_TRIAL_INIT;
+        struct inject_candidate c0 = { plan.batch_min, grad_accum, ckpt };
+        ctx.trial_id = 0;
+        int bad = inject_build(&ctx, plan.command, environ, &c0, &t, err, sizeof err);
+        inject_trial_release(&t);
+        if (bad) {
+            cli_error("%s", err);
+            rmdir(dir);
+            oom_table_release(&oom);
+            ab_setup_release(&setup);
+            return AB_USAGE;
+        }
+    }
+
     struct results res = RESULTS_INIT;
     struct search search;
     if (results_init(&res, plan.command) ||
@@ -138,20 +465,20 @@ int main(int argc, char **argv)
         cli_error("out of memory");
         return AB_USAGE;
     }
-    res.preset = plan.preset_name;
+    res.preset = setup.preset.name;
+    res.unit = setup.unit;
+    res.config = setup.have_config ? setup.config_path : NULL;
     res.batch_min = plan.batch_min;
     res.batch_max = plan.batch_max;
     res.batch_step = plan.batch_step;
     res.world_size = plan.world_size;
     res.grad_accum = malloc(sizeof *res.grad_accum);
     if (res.grad_accum) {
-        res.grad_accum[0] = 1;
+        res.grad_accum[0] = grad_accum;
         res.ngrad_accum = 1;
     }
     res.ckpt_off = 1;
 
-    const long grad_accum = 1;
-    const int ckpt = 0;
     double t0 = ab_now();
     int status = AB_OK, budget_hit = 0, crashed = 0, timeouts = 0;
     long id = 0, value;
@@ -170,14 +497,12 @@ int main(int argc, char **argv)
         id++;
         char report[4200];
         snprintf(report, sizeof report, "%s/report-%ld.jsonl", dir, id);
-        struct inject_opts io = {
-            .preset = plan.preset, .set_checkpointing = 0,
-            .max_steps = plan.warmup + plan.steps, .trial_id = id, .report_path = report,
-        };
+        ctx.trial_id = id;
+        ctx.report_path = report;
         struct inject_candidate cand = { value, grad_accum, ckpt };
-        struct strvec targv = STRVEC_INIT, tenv = STRVEC_INIT;
-        if (inject_build(&io, plan.command, environ, &cand, &targv, &tenv)) {
-            cli_error("out of memory");
+        struct inject_trial t = INJECT_TRIAL_INIT;
+        if (inject_build(&ctx, plan.command, environ, &cand, &t, err, sizeof err)) {
+            cli_error("%s", err);
             status = AB_USAGE;
             break;
         }
@@ -194,11 +519,11 @@ int main(int argc, char **argv)
             .report_path = report, .interrupt = &ab_interrupted,
             .hooks = { &pg, progress_output, progress_step },
         };
-        struct trial_spec spec = { targv.v, tenv.v };
-        progress_trial_start(&pg, id, value, grad_accum, ckpt, to.target_steps, targv.v);
+        struct trial_spec spec = { t.argv.v, t.env.v };
+        progress_trial_start(&pg, id, value, grad_accum, ckpt, to.target_steps, t.argv.v);
         int rc = trial_run(&spec, &to, tr);
-        strvec_release(&targv);
-        strvec_release(&tenv);
+        /* The trial's tree is gone: its temporary config copies go too. */
+        inject_trial_release(&t);
         unlink(report);
         if (rc) {
             cli_error("cannot start a trial: %s", strerror(errno));
@@ -300,7 +625,7 @@ int main(int argc, char **argv)
         const struct results_trial *b = &res.trials[res.best];
         char rate[64] = "";
         if (b->samples_per_s > 0)
-            snprintf(rate, sizeof rate, ", %.1f samples/s", b->samples_per_s);
+            snprintf(rate, sizeof rate, ", %.1f %s/s", b->samples_per_s, setup.unit);
         fprintf(say, "autobatch: %s micro_batch=%ld grad_accum=%ld%s (%zu trials, %.1fs)%s\n",
                 status == AB_OK ? "best:" : "best so far:", b->micro_batch, b->grad_accum, rate,
                 res.ntrials, res.wall_s,
@@ -319,6 +644,12 @@ int main(int argc, char **argv)
     } else if (status == AB_INTERRUPTED) {
         fprintf(stderr, "autobatch: interrupted; every trial process is gone\n");
     }
+    if (res.best >= 0 && status == AB_OK) {
+        const struct results_trial *b = &res.trials[res.best];
+        struct inject_candidate best = { b->micro_batch, b->grad_accum, b->checkpointing };
+        if (ab_write_back(&plan, &setup, &ctx, &best, say))
+            status = AB_USAGE;
+    }
     fflush(say);
 
     if (plan.json_path && results_write(&res, plan.json_path, err, sizeof err)) {
@@ -331,5 +662,6 @@ int main(int argc, char **argv)
     search_release(&search);
     results_release(&res);
     oom_table_release(&oom);
+    ab_setup_release(&setup);
     return status;
 }

@@ -27,6 +27,7 @@ void progress_init(struct progress *p, int quiet, int verbose)
     p->verbose = verbose;
     p->at_bol = 1;
     p->rate = -1;
+    p->unit = "samples";
 }
 
 static const char *progress_c(const struct progress *p, const char *code)
@@ -130,7 +131,7 @@ void progress_trial_end(struct progress *p, const struct trial_result *r, double
                     : r->outcome == TRIAL_OOM ? C_YELLOW : C_RED;
     char extra[128] = "";
     if (samples_per_s > 0)
-        snprintf(extra, sizeof extra, ", %.1f samples/s", samples_per_s);
+        snprintf(extra, sizeof extra, ", %.1f %s/s", samples_per_s, p->unit);
     progress_note(p, "trial %ld: micro_batch=%ld grad_accum=%ld -> %s%s%s (%ld steps%s, %.1fs)",
                   p->trial_id, p->micro_batch, p->grad_accum, progress_c(p, col),
                   trial_outcome_name(r->outcome), progress_c(p, C_RESET), r->steps_seen, extra,

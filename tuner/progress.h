@@ -25,6 +25,7 @@ struct progress {
     int checkpointing;
     long step, target;
     double rate;       /**< it/s, <0 unknown */
+    const char *unit;  /**< the batch knob's unit, for "N frames/s" */
 };
 
 void progress_init(struct progress *p, int quiet, int verbose);

@@ -268,7 +268,7 @@ json_t *results_to_json(const struct results *r)
     }
 
     json_t *best = r->best >= 0 ? results_point(&r->trials[r->best]) : json_null();
-    return json_pack("{s:s, s:o, s:s, s:{s:s, s:[]}, s:{s:{s:I, s:I, s:I}, s:o, s:o, s:o, s:I},"
+    json_t *doc = json_pack("{s:s, s:o, s:s, s:{s:s, s:[]}, s:{s:{s:I, s:I, s:I}, s:o, s:o, s:o, s:I},"
                      " s:o, s:o, s:o, s:o, s:o, s:{s:I, s:f, s:i, s:b}, s:o}",
                      "schema", "autobatch.results/1",
                      "command", cmd,
@@ -287,6 +287,12 @@ json_t *results_to_json(const struct results *r)
                      "summary", "trials", (json_int_t)r->ntrials, "wall_s", r->wall_s,
                      "exit", r->exit_status, "interrupted", r->interrupted,
                      "preset", str_or_null(r->preset));
+    if (doc) {
+        json_object_set_new(json_object_get(doc, "space"), "unit",
+                            json_string(r->unit ? r->unit : "samples"));
+        json_object_set_new(doc, "config", str_or_null(r->config));
+    }
+    return doc;
 }
 
 int results_write(const struct results *r, const char *path, char *err, size_t errlen)

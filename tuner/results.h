@@ -58,6 +58,8 @@ struct results {
     time_t started_at;
     char hostname[256];
     const char *preset;
+    const char *unit;        /**< the batch knob's unit ("samples", "frames") */
+    const char *config;      /**< --config path, or NULL */
     long batch_min, batch_max, batch_step;
     long *grad_accum; size_t ngrad_accum;
     int ckpt_off, ckpt_on;   /**< which checkpointing settings are searched */

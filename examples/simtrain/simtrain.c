@@ -259,18 +259,34 @@ static void emit(int fd, const char *f, ...)
     free(text);
 }
 
+static void die_msg(int hint, const char *f, va_list ap) __attribute__((noreturn));
+static void die_msg(int hint, const char *f, va_list ap)
+{
+    char *msg = vfmt(f, ap);
+    char *line = fmt("simtrain: error: %s\n%s", msg,
+                     hint ? "try 'simtrain --help'\n" : "");
+    write_all(2, line, strlen(line));
+    free(line);
+    free(msg);
+    exit(EXIT_USAGE);
+}
+
+/* A bad command line: say what is wrong and where help is; exit 2. */
 static void die_usage(const char *f, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die_usage(const char *f, ...)
 {
     va_list ap;
     va_start(ap, f);
-    char *msg = vfmt(f, ap);
-    va_end(ap);
-    char *line = fmt("simtrain: error: %s\ntry 'simtrain --help'\n", msg);
-    write_all(2, line, strlen(line));
-    free(line);
-    free(msg);
-    exit(EXIT_USAGE);
+    die_msg(1, f, ap);
+}
+
+/* A bad input file or environment: say what is wrong; exit 2. */
+static void die_input(const char *f, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die_input(const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    die_msg(0, f, ap);
 }
 
 /* ------------------------------------------------------------------ */
@@ -542,12 +558,12 @@ static char *read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        die_usage("cannot read '%s': %s", path, strerror(errno));
+        die_input("cannot read '%s': %s", path, strerror(errno));
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     for (;;) {
         if (!buf)
-            die_usage("out of memory reading '%s'", path);
+            die_input("out of memory reading '%s'", path);
         n += fread(buf + n, 1, cap - n - 1, f);
         if (n < cap - 1)
             break;
@@ -555,7 +571,7 @@ static char *read_file(const char *path, size_t *len)
         buf = realloc(buf, cap);
     }
     if (ferror(f))
-        die_usage("cannot read '%s': %s", path, strerror(errno));
+        die_input("cannot read '%s': %s", path, strerror(errno));
     fclose(f);
     buf[n] = '\0';
     *len = n;
@@ -681,7 +697,7 @@ static char *json_lookup(json_t *root, const char *path, const char *file)
         return fmt("false");
     if (json_is_string(n))
         return fmt("%s", json_string_value(n));
-    die_usage("'%s': key '%s' is an object or a list, not a value", file, path);
+    die_input("'%s': key '%s' is an object or a list, not a value", file, path);
 }
 
 static char *yaml_lookup(yaml_document_t *doc, const char *path, const char *file)
@@ -713,7 +729,7 @@ static char *yaml_lookup(yaml_document_t *doc, const char *path, const char *fil
     if (!n)
         return NULL;
     if (n->type != YAML_SCALAR_NODE)
-        die_usage("'%s': key '%s' is a mapping or a list, not a value", file, path);
+        die_input("'%s': key '%s' is a mapping or a list, not a value", file, path);
     const char *v = (const char *)n->data.scalar.value;
     if (n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && !*v)
         return NULL; /* `key:` with nothing after it is null */
@@ -753,7 +769,7 @@ static void knobs_from_config(const char *file)
         json_error_t jerr;
         json_t *root = json_loadb(text, len, JSON_DECODE_ANY, &jerr);
         if (!root)
-            die_usage("cannot parse '%s': line %d column %d: %s", file,
+            die_input("cannot parse '%s': line %d column %d: %s", file,
                       jerr.line, jerr.column, jerr.text);
         for (int k = 0; k < KNOB_NR; k++)
             val[k] = json_lookup(root, O.key[k], file);
@@ -762,11 +778,11 @@ static void knobs_from_config(const char *file)
         yaml_parser_t parser;
         yaml_document_t doc;
         if (!yaml_parser_initialize(&parser))
-            die_usage("cannot initialise the YAML parser");
+            die_input("cannot initialise the YAML parser");
         yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
         if (!yaml_parser_load(&parser, &doc)) {
             const char *problem = parser.problem ? parser.problem : "malformed YAML";
-            die_usage("cannot parse '%s': line %zu column %zu: %s", file,
+            die_input("cannot parse '%s': line %zu column %zu: %s", file,
                       parser.problem_mark.line + 1,
                       parser.problem_mark.column + 1, problem);
         }
@@ -797,7 +813,7 @@ static int is_override(const char *s)
     if (!isalpha((unsigned char)*s) && *s != '_')
         return 0;
     for (; *s && *s != '='; s++)
-        if (!isalnum((unsigned char)*s) && *s != '_' && *s != '.' && *s != '-')
+        if (!isalnum((unsigned char)*s) && !strchr("_.-/@", *s))
             return 0;
     return *s == '=';
 }
@@ -1555,11 +1571,11 @@ static void escape(const char *pidfile)
 {
     int pfd[2];
     if (pipe(pfd) < 0)
-        die_usage("--escape: pipe: %s", strerror(errno));
+        die_input("--escape: pipe: %s", strerror(errno));
     fflush(NULL);
     pid_t mid = fork();
     if (mid < 0)
-        die_usage("--escape: fork: %s", strerror(errno));
+        die_input("--escape: fork: %s", strerror(errno));
     if (mid == 0) {
         close(pfd[0]);
         pid_t gc = fork();
@@ -1588,7 +1604,7 @@ static void escape(const char *pidfile)
         ;
     close(pfd[0]);
     if (r != 1)
-        die_usage("--escape: cannot write '%s'", pidfile);
+        die_input("--escape: cannot write '%s'", pidfile);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1657,7 +1673,7 @@ static void __attribute__((noreturn)) train(int rank)
             const char *path = getenv("AUTOBATCH_REPORT");
             report = fopen(path, "a");
             if (!report)
-                die_usage("cannot open AUTOBATCH_REPORT '%s': %s", path, strerror(errno));
+                die_input("cannot open AUTOBATCH_REPORT '%s': %s", path, strerror(errno));
         }
     }
     sleep_s(O.startup_time);
@@ -1707,7 +1723,7 @@ static void __attribute__((noreturn)) train(int rank)
             bar.last_t = t;
             bar_draw(&bar, step, O.max_steps, t);
             if (step % O.logging_steps == 0) {
-                char l[40], g[40], lr[40], ep[40];
+                char l[128], g[128], lr[128], ep[128];
                 hf_value(round_to(loss_window / (double)window_n, 4), l, sizeof l);
                 hf_value(0.6 + 3.0 * exp(-(double)step / 25.0) +
                              0.2 * rand01(3, (uint64_t)step), g, sizeof g);
@@ -1738,7 +1754,7 @@ static void __attribute__((noreturn)) train(int rank)
 
     if (rank == 0) {
         double runtime = now_s() - bar.start;
-        char rt[40], sps[40], stps[40], tl[40], ep[40];
+        char rt[128], sps[128], stps[128], tl[128], ep[128];
         hf_value(round_to(runtime, 4), rt, sizeof rt);
         hf_value(round_to((double)O.max_steps * step_samples() / runtime, 3), sps,
                  sizeof sps);
@@ -1806,8 +1822,12 @@ static void __attribute__((noreturn)) launch(void)
         pids[r] = pid;
     }
 
-    /* Wait for every rank, however long: torchrun-like but patient. */
-    int first_bad = -1, first_status = 0;
+    /*
+     * Wait for every rank, however long.  Real torchrun tears the other
+     * workers down when one fails; this launcher does not, so that a hung
+     * rank keeps the whole tree alive until the supervisor kills it.
+     */
+    int bad_rank[64], bad_status[64], nbad = 0;
     for (long left = O.nproc; left > 0;) {
         int st;
         pid_t pid = waitpid(-1, &st, 0);
@@ -1820,14 +1840,13 @@ static void __attribute__((noreturn)) launch(void)
             if (pids[r] != pid)
                 continue;
             left--;
-            int bad = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-            if (bad && first_bad < 0) {
-                first_bad = r;
-                first_status = st;
+            if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+                bad_rank[nbad] = r;
+                bad_status[nbad++] = st;
             }
         }
     }
-    if (first_bad < 0)
+    if (nbad == 0)
         exit(EXIT_OK);
 
     char host[256] = "localhost";
@@ -1837,13 +1856,38 @@ static void __attribute__((noreturn)) launch(void)
     char when[64];
     localtime_r(&now, &tm);
     strftime(when, sizeof when, "%Y-%m-%d_%H:%M:%S", &tm);
-    int code = WIFEXITED(first_status) ? WEXITSTATUS(first_status)
-                                       : -WTERMSIG(first_status);
-    char *trace = WIFSIGNALED(first_status)
-        ? fmt("Signal %d (%s) received by PID %d", WTERMSIG(first_status),
-              WTERMSIG(first_status) == SIGKILL ? "SIGKILL" : "signal",
-              (int)pids[first_bad])
-        : fmt("To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html");
+
+    /* torchrun's failure record for one rank */
+    char *rec[64];
+    for (int i = 0; i < nbad; i++) {
+        int st = bad_status[i], r = bad_rank[i];
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st);
+        char *trace = WIFSIGNALED(st)
+            ? fmt("Signal %d (SIG%s) received by PID %d", WTERMSIG(st),
+                  sigabbrev_np(WTERMSIG(st)) ? sigabbrev_np(WTERMSIG(st)) : "?",
+                  (int)pids[r])
+            : fmt("To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html");
+        rec[i] = fmt("[%d]:\n"
+                     "  time      : %s\n"
+                     "  host      : %s\n"
+                     "  rank      : %d (local_rank: %d)\n"
+                     "  exitcode  : %d (pid: %d)\n"
+                     "  error_file: <N/A>\n"
+                     "  traceback : %s\n",
+                     i, when, host, r, r, code, (int)pids[r], trace);
+        free(trace);
+    }
+    size_t olen = 1;
+    for (int i = 1; i < nbad; i++)
+        olen += strlen(rec[i]);
+    char *others = calloc(1, olen);
+    if (!others)
+        exit(EXIT_PYERR);
+    for (int i = 1; i < nbad; i++)
+        strcat(others, rec[i]);
+
+    int st0 = bad_status[0];
+    int code0 = WIFEXITED(st0) ? WEXITSTATUS(st0) : -WTERMSIG(st0);
     char *e = glog_prefix('E', "torch/distributed/elastic/multiprocessing/api.py:869");
     emit(2, "%sfailed (exitcode: %d) local_rank: %d (pid: %d) of binary: "
          "/usr/bin/python3\n"
@@ -1860,21 +1904,17 @@ static void __attribute__((noreturn)) launch(void)
          "train.py FAILED\n"
          "------------------------------------------------------------\n"
          "Failures:\n"
-         "  <NO_OTHER_FAILURES>\n"
+         "%s"
          "------------------------------------------------------------\n"
          "Root Cause (first observed failure):\n"
-         "[0]:\n"
-         "  time      : %s\n"
-         "  host      : %s\n"
-         "  rank      : %d (local_rank: %d)\n"
-         "  exitcode  : %d (pid: %d)\n"
-         "  error_file: <N/A>\n"
-         "  traceback : %s\n"
+         "%s"
          "============================================================\n",
-         e, code, first_bad, (int)pids[first_bad], when, host, first_bad, first_bad,
-         code, (int)pids[first_bad], trace);
+         e, code0, bad_rank[0], (int)pids[bad_rank[0]],
+         nbad > 1 ? others : "  <NO_OTHER_FAILURES>\n", rec[0]);
     free(e);
-    free(trace);
+    free(others);
+    for (int i = 0; i < nbad; i++)
+        free(rec[i]);
     exit(EXIT_PYERR);
 }
 

@@ -1,0 +1,106 @@
+/*
+ * preset: where a framework keeps each knob, as data.
+ *
+ * A preset is a small YAML file (configs/presets/NAME.yaml, compiled into
+ * the binary; --preset FILE loads a user's own) that says, for each knob
+ * (micro_batch, grad_accum, checkpointing, max_steps), how a trial hands
+ * it to the job:
+ *
+ *   flag: --per_device_train_batch_size   a command-line flag
+ *   override: datasets.batch_size_per_gpu a Hydra key=value override
+ *   key: train.batch_size                 a key path in the --config file
+ *                                         (trials get a patched copy)
+ *   accelerate_key: fsdp_config.X         a key path in the accelerate
+ *                                         launch config (--config_file)
+ *   env: BATCH_SIZE                       an environment variable
+ *
+ * with optional `unit: frames` (the knob's unit; --batch and samples/s
+ * are in it) and `spelling: [True, False]` (how a boolean is written on
+ * the command line or in the environment).  Besides knobs a preset has:
+ * `name`, `summary`, `detect` (for --preset auto: `command` substrings, any
+ * of which must appear in the command, and `config_keys`, all of which
+ * must exist in --config), `batch` (a default --batch range in the knob's
+ * unit), `config_args` (where the command names its config: `--flag`s and
+ * `positional:.ext`), and `derived` keys (`{key, product: [...], keep:
+ * auto}`: a config value kept equal to the product of knobs and
+ * world_size, left alone while it holds the `keep` value).
+ *
+ * Life cycle: struct preset p = PRESET_INIT; preset_load(&p, name_or_path,
+ * ...) ; preset_set_knob(...) for --knob; use; preset_release(&p).
+ */
+#ifndef AB_PRESET_H
+#define AB_PRESET_H
+
+#include <stddef.h>
+
+enum knob_id { KNOB_MICRO_BATCH, KNOB_GRAD_ACCUM, KNOB_CHECKPOINTING, KNOB_MAX_STEPS, KNOB_COUNT };
+
+enum knob_via {
+    VIA_NONE = 0,   /**< not passed (the AUTOBATCH_* variables still are) */
+    VIA_FLAG,       /**< where = "--flag" */
+    VIA_OVERRIDE,   /**< where = Hydra key path */
+    VIA_CONFIG,     /**< where = key path in --config */
+    VIA_ACCELERATE, /**< where = key path in the accelerate launch config */
+    VIA_ENV,        /**< where = variable name */
+};
+
+struct preset_knob {
+    enum knob_via via;
+    char *where;
+    char *unit;         /**< NULL: samples */
+    char *spell_true;   /**< NULL: "true" */
+    char *spell_false;  /**< NULL: "false" */
+};
+
+struct preset_derived {
+    char *key;          /**< key path in --config */
+    int factors;        /**< bit set: 1 << knob_id, plus PRESET_WORLD_SIZE */
+    char *keep;         /**< leave the value alone while it is this (e.g. "auto") */
+};
+#define PRESET_WORLD_SIZE (1 << KNOB_COUNT)
+
+struct preset {
+    char *name, *summary;
+    char **detect_command; size_t ndetect_command;
+    char **detect_keys; size_t ndetect_keys;
+    char **config_args; size_t nconfig_args;
+    long batch_min, batch_max, batch_step; /**< 0: no default */
+    struct preset_knob knobs[KNOB_COUNT];
+    struct preset_derived *derived; size_t nderived;
+};
+#define PRESET_INIT { 0 }
+
+/** "micro_batch", ... ; NULL for an unknown id. */
+const char *preset_knob_name(enum knob_id id);
+
+/** Names of the built-in presets, NULL-terminated, in detection order. */
+const char *const *preset_builtin_names(void);
+
+/**
+ * Load a built-in preset by name, or a preset file when name_or_path
+ * contains '/' or ends in .yaml/.yml.  Returns 0, or -1 with a one-line
+ * reason.
+ */
+int preset_load(struct preset *p, const char *name_or_path, char *err, size_t errlen);
+
+/** Parse preset text (origin names it in errors). */
+int preset_parse(struct preset *p, const char *text, size_t len, const char *origin,
+                 char *err, size_t errlen);
+
+/**
+ * Apply --knob NAME=WHERE.  WHERE is `--flag`, `env:VAR`, `key:PATH`
+ * (--config), `override:PATH` (Hydra), `accelerate:PATH`, or a bare key
+ * path, which keeps the knob's current way if that takes a key path, and
+ * otherwise means a key in --config when have_config, else a Hydra
+ * override.  Returns 0, or -1 with a reason.
+ */
+int preset_set_knob(struct preset *p, const char *spec, int have_config, char *err,
+                    size_t errlen);
+
+/** 1 when some knob or derived key lives in --config (or the accelerate config). */
+int preset_uses_config(const struct preset *p);
+int preset_uses_accelerate(const struct preset *p);
+
+void preset_release(struct preset *p);
+
+#endif

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# End to end with config files: tune simtrain reading its knobs from a
+# YAML (F5-TTS, Hydra overrides, frames) and from a JSON (Parler-TTS, the
+# script's positional argument); trials never touch the user's file; the
+# diff is printed; --write applies exactly the expected bytes.
+source "$(dirname "$0")/lib.sh"
+C="$AB_SOURCE_DIR/tests/corpus"
+
+# --- F5-TTS: batch in frames, overrides on the command line
+cp "$C/F5-TTS/F5TTS_v1_Base.yaml" "$WORK/F5TTS_v1_Base.yaml"
+sum=$(sha256sum < "$WORK/F5TTS_v1_Base.yaml")
+f5=("$SIMTRAIN" --config "$WORK/F5TTS_v1_Base.yaml" --batch-key datasets.batch_size_per_gpu
+    --accum-key optim.grad_accumulation_steps --ckpt-key model.arch.checkpoint_activations
+    --batch-unit frames --frames-per-sample 400 --capacity 24G)
+read -r _ want < <("${f5[@]}" --max_steps 7 --print-max)
+"$AUTOBATCH" --preset auto --config "$WORK/F5TTS_v1_Base.yaml" --batch 400:76800:400 \
+  --json "$WORK/f5.json" -- "${f5[@]}" >"$WORK/f5.out" 2>"$WORK/f5.err" || fail "f5: exit $? $(tail -3 "$WORK/f5.err")"
+grep -q "picked 'f5-tts'" "$WORK/f5.err" || fail "f5: --preset auto did not pick f5-tts"
+assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$WORK/f5.json")" "f5: max frames"
+assert_eq frames "$(jqr '.space.unit' "$WORK/f5.json")" "f5: unit"
+assert_eq "$sum" "$(sha256sum < "$WORK/F5TTS_v1_Base.yaml")" "f5: tuning touched the config"
+grep -q "^+  batch_size_per_gpu: $want  # 8 GPUs" "$WORK/f5.out" || fail "f5: no diff: $(cat "$WORK/f5.out")"
+grep -q "add --write" "$WORK/f5.out" || fail "f5: no hint to --write"
+# now with --write: exactly line 7's value changes
+"$AUTOBATCH" --quiet --preset f5-tts --config "$WORK/F5TTS_v1_Base.yaml" --batch 400:76800:400 --write \
+  -- "${f5[@]}" >"$WORK/f5w.out" 2>&1 || fail "f5 --write: exit $?"
+sed "7s/38400/$want/" "$C/F5-TTS/F5TTS_v1_Base.yaml" > "$WORK/expected.yaml"
+cmp "$WORK/expected.yaml" "$WORK/F5TTS_v1_Base.yaml" || fail "f5: written bytes differ"
+pass "f5-tts: $want frames, written byte-exactly"
+
+# --- Parler-TTS: the JSON is the script's positional argument
+cp "$C/parler-tts/starting_point_v1.json" "$WORK/parler.json"
+sum=$(sha256sum < "$WORK/parler.json")
+parler=("$SIMTRAIN" "$WORK/parler.json" --capacity 16G --optim-mem 4G)
+want=$("${parler[@]}" --max_steps 7 --print-max)
+"$AUTOBATCH" --preset parler-tts --batch 1:128 --json "$WORK/p.json" --verbose -- "${parler[@]}" \
+  >"$WORK/p.out" 2>"$WORK/p.err" || fail "parler: exit $? $(tail -3 "$WORK/p.err")"
+assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$WORK/p.json")" "parler: max micro-batch"
+assert_eq "$sum" "$(sha256sum < "$WORK/parler.json")" "parler: tuning touched the config"
+grep -q "knobs micro_batch=$want (config)" "$WORK/p.err" || fail "parler: simtrain did not read the copy"
+grep -q "parler.autobatch-trial-" "$WORK/p.err" || fail "parler: trials were not given a copy"
+[ -z "$(ls "$WORK" | grep autobatch-trial || true)" ] || fail "parler: temporary copies left behind"
+# accumulation comes from the file (4) and is kept
+assert_eq 4 "$(jqr '.trials[0].grad_accum' "$WORK/p.json")" "parler: grad_accum from the file"
+"$AUTOBATCH" --quiet --preset parler-tts --batch 1:128 --write -- "${parler[@]}" >/dev/null 2>&1 \
+  || fail "parler --write: exit $?"
+sed "47s/\"per_device_train_batch_size\": 6/\"per_device_train_batch_size\": $want/" \
+  "$C/parler-tts/starting_point_v1.json" > "$WORK/expected.json"
+cmp "$WORK/expected.json" "$WORK/parler.json" || fail "parler: written bytes differ"
+pass "parler-tts: $want, written byte-exactly"
+
+# --- the config replaced by a directory mid-run: nothing is written, exit 2
+cp "$C/parler-tts/starting_point_v1.json" "$WORK/moving.json"
+"$AUTOBATCH" --quiet --preset parler-tts --batch 1:128 --write -- \
+  "$SIMTRAIN" "$WORK/moving.json" --capacity 16G --startup-time 300ms >"$WORK/m.out" 2>"$WORK/m.err" &
+ab=$!
+for _ in $(seq 1 100); do grep -q "trial 2" "$WORK/m.err" && break; sleep 0.05; done
+mv "$WORK/moving.json" "$WORK/moved.json"
+mkdir "$WORK/moving.json"
+set +e
+wait $ab
+rc=$?
+set -e
+assert_eq 2 "$rc" "replaced by a directory: exit status"
+[ -d "$WORK/moving.json" ] && [ -z "$(ls -A "$WORK/moving.json")" ] || fail "the directory was touched"
+cmp -s "$WORK/moved.json" "$C/parler-tts/starting_point_v1.json" || fail "the moved file changed"
+[ -z "$(ls "$WORK" | grep autobatch || true)" ] || fail "temporary files left: $(ls "$WORK")"
+assert_no_leftovers
+pass "config replaced by a directory mid-run: refused, nothing written"
+
+# --- interrupted while a trial has a temporary copy: the copy is removed
+cp "$C/parler-tts/starting_point_v1.json" "$WORK/int.json"
+"$AUTOBATCH" --preset parler-tts --batch 1:128 -- "$SIMTRAIN" "$WORK/int.json" --sample-time 50ms \
+  >/dev/null 2>"$WORK/i.err" &
+ab=$!
+for _ in $(seq 1 200); do grep -q "it/s" "$WORK/i.err" && break; sleep 0.05; done
+ls "$WORK" | grep -q "int.autobatch-trial-" || fail "interrupt: no temporary copy during the trial"
+kill -INT $ab
+set +e; wait $ab; rc=$?; set -e
+assert_eq 130 "$rc" "interrupt: exit status"
+[ -z "$(ls "$WORK" | grep autobatch-trial || true)" ] || fail "interrupt: temporary copy left"
+cmp -s "$WORK/int.json" "$C/parler-tts/starting_point_v1.json" || fail "interrupt: config changed"
+assert_no_leftovers
+pass "interrupt removes the trial's copy"

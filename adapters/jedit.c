@@ -13,9 +13,10 @@
  * An edit is one or two splices (byte position, bytes removed, bytes
  * inserted) applied to the original; nothing else is rewritten.  Before
  * the new bytes are handed back they are lexed and parsed again and
- * checked three ways: every token outside the splices (comments included)
- * equals the old token in the same order, byte for byte; the tokens
- * inside the splices are exactly the expected ones; and the key resolves
+ * checked: every token outside the splices (comments included) equals the
+ * old token in the same order, byte for byte; the bytes removed were
+ * exactly the old value's token; the bytes inserted are exactly the
+ * expected tokens with only whitespace between them; and the key resolves
  * to the new value.  Strict-JSON documents are also loaded with jansson,
  * as an independent parser: the old tree with the new value put in must
  * equal the new tree.
@@ -1028,7 +1029,7 @@ struct jsplice {
  * An edit: its splices, in order, the token types they insert, and how
  * many old tokens they remove (the bytes removed must be exactly those).
  */
-struct jedit {
+struct jchange {
     struct jsplice sp[JMAX_SPLICE];
     size_t nsp;
     enum jtok_type newtok[JMAX_NEWTOK];
@@ -1036,7 +1037,7 @@ struct jedit {
     size_t nremoved;
 };
 
-static void jedit_release(struct jedit *e)
+static void jchange_release(struct jchange *e)
 {
     for (size_t i = 0; i < e->nsp; i++)
         free(e->sp[i].text);
@@ -1044,7 +1045,7 @@ static void jedit_release(struct jedit *e)
 }
 
 /* Add a splice whose text is the concatenation of up to 6 pieces. */
-static enum cedit_status jedit_add(struct jedit *e, size_t pos, size_t del, const char *const *piece,
+static enum cedit_status jchange_add(struct jchange *e, size_t pos, size_t del, const char *const *piece,
                                    const size_t *plen, size_t npiece)
 {
     size_t n = 0;
@@ -1062,12 +1063,12 @@ static enum cedit_status jedit_add(struct jedit *e, size_t pos, size_t del, cons
     return CEDIT_OK;
 }
 
-static void jedit_expect(struct jedit *e, enum jtok_type t)
+static void jchange_expect(struct jchange *e, enum jtok_type t)
 {
     e->newtok[e->nnewtok++] = t;
 }
 
-static char *jedit_apply(const struct jdoc *d, const struct jedit *e, size_t *outlen)
+static char *jchange_apply(const struct jdoc *d, const struct jchange *e, size_t *outlen)
 {
     size_t n = d->len;
     for (size_t i = 0; i < e->nsp; i++)
@@ -1184,7 +1185,7 @@ static void jkey_sep(const struct jdoc *d, size_t member, const char **sep, size
 
 /* Plan the insertion of "key": value as the last member of object obj. */
 static enum cedit_status jplan_insert(const struct jdoc *d, size_t obj, const char *key,
-                                      const struct jval *v, struct jedit *e)
+                                      const struct jval *v, struct jchange *e)
 {
     const struct jnode *o = &d->node[obj];
     size_t klen;
@@ -1197,10 +1198,10 @@ static enum cedit_status jplan_insert(const struct jdoc *d, size_t obj, const ch
         /* {} -> {"key": value}, right after the brace. */
         const char *pc[] = { qkey, ": ", v->text };
         size_t pl[] = { klen, 2, v->len };
-        st = jedit_add(e, d->tok[o->tok].end, 0, pc, pl, 3);
-        jedit_expect(e, JT_STRING);
-        jedit_expect(e, JT_COLON);
-        jedit_expect(e, v->type);
+        st = jchange_add(e, d->tok[o->tok].end, 0, pc, pl, 3);
+        jchange_expect(e, JT_STRING);
+        jchange_expect(e, JT_COLON);
+        jchange_expect(e, v->type);
         free(qkey);
         return st;
     }
@@ -1221,18 +1222,18 @@ static enum cedit_status jplan_insert(const struct jdoc *d, size_t obj, const ch
         if (!trailing) {
             const char *pc[] = { "," };
             size_t pl[] = { 1 };
-            if ((st = jedit_add(e, vend, 0, pc, pl, 1))) {
+            if ((st = jchange_add(e, vend, 0, pc, pl, 1))) {
                 free(qkey);
                 return st;
             }
-            jedit_expect(e, JT_COMMA);
+            jchange_expect(e, JT_COMMA);
         }
         int eol;
         size_t at = jline_rest(d, after, &eol);
         const char *nl = jeol(d, at, eol);
         const char *pc[] = { nl, d->s + lstart, qkey, ksep, v->text, "," };
         size_t pl[] = { strlen(nl), kstart - lstart, klen, kseplen, v->len, trailing ? 1u : 0u };
-        st = jedit_add(e, at, 0, pc, pl, 6);
+        st = jchange_add(e, at, 0, pc, pl, 6);
     } else {
         /*
          * Inline style (the last member shares its line with what comes
@@ -1251,21 +1252,21 @@ static enum cedit_status jplan_insert(const struct jdoc *d, size_t obj, const ch
             }
         }
         if (!trailing) {
-            jedit_expect(e, JT_COMMA);
+            jchange_expect(e, JT_COMMA);
             const char *pc[] = { ",", blank, qkey, ksep, v->text };
             size_t pl[] = { 1, blen, klen, kseplen, v->len };
-            st = jedit_add(e, vend, 0, pc, pl, 5);
+            st = jchange_add(e, vend, 0, pc, pl, 5);
         } else {
             const char *pc[] = { blank, qkey, ksep, v->text, "," };
             size_t pl[] = { blen, klen, kseplen, v->len, 1 };
-            st = jedit_add(e, after, 0, pc, pl, 5);
+            st = jchange_add(e, after, 0, pc, pl, 5);
         }
     }
-    jedit_expect(e, JT_STRING);
-    jedit_expect(e, JT_COLON);
-    jedit_expect(e, v->type);
+    jchange_expect(e, JT_STRING);
+    jchange_expect(e, JT_COLON);
+    jchange_expect(e, v->type);
     if (trailing)
-        jedit_expect(e, JT_COMMA);
+        jchange_expect(e, JT_COMMA);
     free(qkey);
     return st;
 }
@@ -1305,7 +1306,7 @@ static int jspace(const char *s, size_t a, size_t b)
  * tokens with only whitespace around them.  Bytes outside the splices are
  * copied, so with this nothing else can have changed.
  */
-static int jverify_tokens(const struct jdoc *d0, const struct jdoc *d1, const struct jedit *e)
+static int jverify_tokens(const struct jdoc *d0, const struct jdoc *d1, const struct jchange *e)
 {
     size_t os[JMAX_SPLICE], oe[JMAX_SPLICE], ns[JMAX_SPLICE], ne[JMAX_SPLICE];
     size_t shift = 0, removed = 0, removed_bytes = 0, deleted = 0;
@@ -1442,7 +1443,7 @@ done:
 
 /* Re-read the edited bytes and check them (see the top of this file). */
 static enum cedit_status jverify(const struct jdoc *d0, const char *out, size_t outlen,
-                                 const struct jedit *e, const struct jpath *p,
+                                 const struct jchange *e, const struct jpath *p,
                                  const struct jval *v, char *err, size_t errlen)
 {
     struct jdoc d1;
@@ -1545,7 +1546,7 @@ enum cedit_status jedit_set(const char *doc, size_t len, const char *key, const 
     struct jpath p;
     struct jres r;
     struct jval v = { 0 };
-    struct jedit e = { 0 };
+    struct jchange e = { 0 };
     char *res = NULL, *old = NULL;
     size_t reslen = 0;
     enum cedit_status st;
@@ -1559,13 +1560,14 @@ enum cedit_status jedit_set(const char *doc, size_t len, const char *key, const 
         jerr(err, errlen, "no value, or no place for the result");
         return CEDIT_BAD_KEY;
     }
-    if (!jutf8_valid((const unsigned char *)value, strlen(value))) {
-        /* Nothing else would catch it in JSON-with-comments files. */
-        jerr(err, errlen, "the value for '%s' is not valid UTF-8", key ? key : "");
-        return CEDIT_VERIFY;
-    }
     if ((st = jpath_parse(&p, key, err, errlen)))
         return st;
+    if (!jutf8_valid((const unsigned char *)value, strlen(value))) {
+        /* Nothing else would catch it in JSON-with-comments files. */
+        jerr(err, errlen, "the value for '%s' is not valid UTF-8", key);
+        jpath_release(&p);
+        return CEDIT_VERIFY;
+    }
     st = jdoc_parse(&d, doc, len);
     if (st == CEDIT_MALFORMED)
         jdoc_report(&d, "", err, errlen);
@@ -1604,13 +1606,13 @@ enum cedit_status jedit_set(const char *doc, size_t len, const char *key, const 
             goto done;
         const char *pc[] = { v.text };
         size_t pl[] = { v.len };
-        if ((st = jedit_add(&e, k->start, k->end - k->start, pc, pl, 1)))
+        if ((st = jchange_add(&e, k->start, k->end - k->start, pc, pl, 1)))
             goto done;
-        jedit_expect(&e, v.type);
+        jchange_expect(&e, v.type);
         e.nremoved = 1;
     }
 
-    if (!(res = jedit_apply(&d, &e, &reslen))) {
+    if (!(res = jchange_apply(&d, &e, &reslen))) {
         st = CEDIT_NOMEM;
         goto done;
     }
@@ -1625,7 +1627,7 @@ done:
         jerr(err, errlen, "out of memory");
     free(res);
     free(old);
-    jedit_release(&e);
+    jchange_release(&e);
     jval_release(&v);
     jdoc_release(&d);
     jpath_release(&p);

@@ -74,8 +74,9 @@
  * Verification.  Before returning, the new bytes are tokenized and parsed
  * again: every token outside the edited bytes (keys, values, punctuation
  * and comments) must equal the old one, in order, byte for byte; the
- * edited bytes must hold exactly the expected tokens; and the key must
- * hold the new value.  When the original is strict JSON (no comments, no
+ * bytes removed must be exactly the old value's token; the bytes inserted
+ * must be exactly the expected tokens with only whitespace between them;
+ * and the key must hold the new value.  When the original is strict JSON (no comments, no
  * trailing commas) and jansson accepts it, jansson must also accept the
  * result, read the new value at the key, and find the rest of the
  * document equal to the original.  (jansson refuses some JSON: integers

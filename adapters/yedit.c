@@ -1355,16 +1355,23 @@ static enum cedit_status edit_insert(const struct ystream *s, const char *doc, s
 
     struct sbuf o = SBUF_INIT;
     if (flow) {
-        /* Before '}', after the last value: ", key: value". */
+        /* After the last value: ", key: value"; into "{}": "key: value". */
         size_t at = s->ev[m].start;
-        bool first = m == pi + 1;
+        const char *sep = m == pi + 1 ? "" : ", ";
         const struct yev *lv = &s->ev[m - 1];
-        /* After an empty last value ("{a: }") the brace is the place. */
-        if (!first && !(lv->e.type == YAML_SCALAR_EVENT && lv->start == lv->end))
-            at = content_end(s, doc, m);
+        if (m != pi + 1) {
+            if (!(lv->e.type == YAML_SCALAR_EVENT && lv->start == lv->end)) {
+                at = content_end(s, doc, m);
+            } else if (lv->start < len && doc[lv->start] == ',') {
+                /* An empty last value is marked at the next token: "{a, }". */
+                at = lv->start + 1;
+                sep = " ";
+            } else {
+                at = lv->start; /* "{a: }": at the brace */
+            }
+        }
         sb_add(&o, doc, at);
-        if (!first)
-            sb_adds(&o, ", ");
+        sb_adds(&o, sep);
         sb_add(&o, ks.text.buf, ks.text.len);
         sb_adds(&o, ": ");
         sb_add(&o, vsp.text.buf, vsp.text.len);

@@ -320,6 +320,55 @@ static int steps_parse_hf(const char *line, size_t len, struct step_event *ev)
     return 0;
 }
 
+
+/* ------------------------------------------------------------------ */
+/* Lightning's RichProgressBar                                          */
+/* ------------------------------------------------------------------ */
+
+/*
+ * "Epoch 0/9 ━━━━━━━━━ 45/100 0:00:10 • 0:00:12 4.50it/s v_num: 0":
+ * the count N/TOTAL and the elapsed time come before the bullet (U+2022),
+ * the remaining time and the rate after it.  The epoch counter "0/9" has
+ * no time after it, which is how it is told from the step counter.
+ */
+static int steps_parse_rich(const char *line, size_t len, struct step_event *ev)
+{
+    const char *end = line + len;
+    const char *bullet = steps_find(line, end, " \xE2\x80\xA2 ");
+    if (!bullet)
+        return 0;
+    /* backwards: elapsed "H:MM:SS", spaces, TOTAL, '/', N */
+    const char *p = bullet;
+    while (p > line && (steps_digit(p[-1]) || p[-1] == ':'))
+        p--;
+    if (p == bullet || !steps_interval(p, bullet) || steps_interval(p, bullet) != bullet)
+        return 0;
+    while (p > line && p[-1] == ' ')
+        p--;
+    const char *tstart, *nstart;
+    long total, n;
+    if (!steps_count_back(line, p, &tstart, &total) || tstart == line || tstart[-1] != '/' ||
+        !steps_count_back(line, tstart - 1, &nstart, &n) || !steps_count_alone(line, nstart) ||
+        n > total)
+        return 0;
+    /* forwards: remaining ("0:00:12" or "-:--:--"), then the rate */
+    const char *q = bullet + 5;
+    while (q < end && *q != ' ')
+        q++;
+    while (q < end && *q == ' ')
+        q++;
+    double rate;
+    const char *after = steps_number(q, end, &rate);
+    ev->source = STEP_TQDM;
+    ev->step = n;
+    ev->total = total;
+    if (after && steps_starts(after, end, "it/s"))
+        ev->rate_it_s = rate;
+    else if (after && steps_starts(after, end, "s/it") && rate > 0)
+        ev->rate_it_s = 1.0 / rate;
+    return 1;
+}
+
 int steps_parse_line(const char *line, size_t len, struct step_event *ev)
 {
     struct step_event local;
@@ -331,6 +380,9 @@ int steps_parse_line(const char *line, size_t len, struct step_event *ev)
     if (steps_parse_hf(line, len, ev))
         return 1;
     if (steps_parse_tqdm(line, len, ev))
+        return 1;
+    steps_event_reset(ev);
+    if (steps_parse_rich(line, len, ev))
         return 1;
     steps_event_reset(ev);
     return 0;

@@ -17,7 +17,8 @@
 enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 
 enum opt_id {
-    O_BATCH, O_BUDGET, O_CONFIG, O_HANG_TIMEOUT, O_HELP, O_JSON, O_KILL_GRACE, O_KNOB,
+    O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_GLOBAL_BATCH, O_GRAD_ACCUM,
+    O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_JSON, O_KILL_GRACE, O_KNOB, O_NO_CACHE,
     O_PRESET, O_QUIET, O_STEPS, O_TRIAL_TIMEOUT, O_VERBOSE, O_VERSION, O_WARMUP,
     O_WORLD_SIZE, O_WRITE,
 };
@@ -33,12 +34,17 @@ struct opt {
 static const struct opt cli_opts[] = {
     { "batch", OPT_RANGE, 0, O_BATCH },
     { "budget", OPT_DURATION, 0, O_BUDGET },
+    { "checkpointing", OPT_STRING, 0, O_CHECKPOINTING },
     { "config", OPT_STRING, 0, O_CONFIG },
+    { "global-batch", OPT_COUNT, 0, O_GLOBAL_BATCH },
+    { "grad-accum", OPT_STRING, 0, O_GRAD_ACCUM },
     { "hang-timeout", OPT_DURATION, 0, O_HANG_TIMEOUT },
+    { "headroom", OPT_STRING, 0, O_HEADROOM },
     { "help", OPT_FLAG, 'h', O_HELP },
     { "json", OPT_STRING, 0, O_JSON },
     { "kill-grace", OPT_DURATION, 0, O_KILL_GRACE },
     { "knob", OPT_STRING, 0, O_KNOB },
+    { "no-cache", OPT_FLAG, 0, O_NO_CACHE },
     { "preset", OPT_STRING, 0, O_PRESET },
     { "quiet", OPT_FLAG, 'q', O_QUIET },
     { "steps", OPT_COUNT, 0, O_STEPS },
@@ -74,8 +80,13 @@ static const char cli_usage[] =
 "  --batch MIN:MAX[:STEP]  micro-batch range and granularity (default 1:1024:1)\n"
 "  --steps N             measured steps per trial (default 5)\n"
 "  --warmup N            steps discarded before measuring (default 2)\n"
-"  --world-size N        data-parallel ranks the command starts, for\n"
-"                        samples/s (default 1)\n"
+"  --grad-accum LIST     gradient-accumulation steps to try, e.g. 1,2,4,8\n"
+"                        (default: the command's or config's own value)\n"
+"  --checkpointing off|on|both  try activation checkpointing (default: leave it)\n"
+"  --global-batch N      keep micro x grad-accum x world size = N\n"
+"  --world-size N        data-parallel ranks the command starts (default 1)\n"
+"  --headroom PCT        keep PCT percent of device memory free (default 0)\n"
+"  --no-cache            ignore and do not update the warm-start cache\n"
 "Limits (durations like 90s, 10m, 2h):\n"
 "  --trial-timeout D     end a trial after D (default 20m)\n"
 "  --hang-timeout D      end a trial after D without output (default 5m)\n"
@@ -188,7 +199,44 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_KILL_GRACE: p->grace_s = d; break;
     case O_STEPS: p->steps = n; break;
     case O_WARMUP: p->warmup = n; break;
-    case O_WORLD_SIZE: p->world_size = n; break;
+    case O_WORLD_SIZE: p->world_size = n; p->world_size_given = 1; break;
+    case O_GLOBAL_BATCH: p->global_batch = n; break;
+    case O_NO_CACHE: p->no_cache = 1; break;
+    case O_CHECKPOINTING:
+        if (!strcmp(arg, "off") || !strcmp(arg, "on") || !strcmp(arg, "both")) {
+            p->ckpt_off = strcmp(arg, "on") != 0;
+            p->ckpt_on = strcmp(arg, "off") != 0;
+            p->checkpointing_searched = 1;
+            break;
+        }
+        return cli_bad("--checkpointing '%s': use off, on or both", arg);
+    case O_GRAD_ACCUM: {
+        char buf[512], *save = NULL;
+        p->ngrad_accum = 0;
+        if (strlen(arg) >= sizeof buf || !*arg || arg[strlen(arg) - 1] == ',' || strstr(arg, ",,"))
+            return cli_bad("--grad-accum '%s': expected a list like 1,2,4,8", arg);
+        snprintf(buf, sizeof buf, "%s", arg);
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            long v;
+            if (units_long(t, 1, 1000000, &v))
+                return cli_bad("--grad-accum '%s': '%s' is not a whole number of at least 1", arg, t);
+            for (int k = 0; k < p->ngrad_accum; k++)
+                if (p->grad_accum[k] == v)
+                    return cli_bad("--grad-accum '%s': %ld is listed twice", arg, v);
+            if (p->ngrad_accum == CLI_MAX_ACCUM)
+                return cli_bad("--grad-accum '%s': at most %d values", arg, CLI_MAX_ACCUM);
+            p->grad_accum[p->ngrad_accum++] = v;
+        }
+        break;
+    }
+    case O_HEADROOM: {
+        char *end;
+        double h = strtod(arg, &end);
+        if (end == arg || (*end && strcmp(end, "%")) || h < 0 || h >= 100)
+            return cli_bad("--headroom '%s': a percentage from 0 to 99, e.g. --headroom 10", arg);
+        p->headroom = h / 100.0;
+        break;
+    }
     case O_JSON: p->json_path = arg; break;
     case O_QUIET: p->quiet = 1; break;
     case O_VERBOSE: p->verbose = 1; break;
@@ -258,6 +306,7 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
         .batch_min = 1, .batch_max = 1024, .batch_step = 1,
         .steps = 5, .warmup = 2, .world_size = 1,
         .trial_timeout_s = 20 * 60, .hang_timeout_s = 5 * 60, .budget_s = 0, .grace_s = 3,
+        .ckpt_off = 1,
     };
     *p = def;
     if (argc > 1 && !strcmp(argv[1], "report")) {

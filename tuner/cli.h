@@ -12,6 +12,7 @@
 #define AB_CLI_H
 
 #define CLI_MAX_KNOBS 8
+#define CLI_MAX_ACCUM 32
 
 struct plan {
     const char *preset_name;  /**< a built-in name, "auto", or a file */
@@ -26,7 +27,14 @@ struct plan {
     double trial_timeout_s, hang_timeout_s, budget_s, grace_s;
     const char *json_path;   /**< NULL: no results file */
     int quiet, verbose;
-    int checkpointing_searched; /**< checkpointing is part of the space */
+    int checkpointing_searched; /**< --checkpointing was given: pass the knob */
+    int ckpt_off, ckpt_on;    /**< --checkpointing off|on|both */
+    long grad_accum[CLI_MAX_ACCUM]; /**< --grad-accum LIST; empty: the command's own */
+    int ngrad_accum;
+    long global_batch;        /**< --global-batch; 0: free mode */
+    int world_size_given;
+    double headroom;          /**< --headroom PCT as a fraction */
+    int no_cache;             /**< --no-cache */
     char **command;          /**< points into argv; NULL-terminated */
 };
 

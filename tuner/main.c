@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "afile.h"
+#include "cache.h"
 #include "cfile.h"
 #include "cli.h"
 #include "preset.h"
@@ -25,9 +26,11 @@
 #include "inject.h"
 #include "oom.h"
 #include "proctree.h"
+#include "gpu.h"
 #include "progress.h"
 #include "results.h"
 #include "search.h"
+#include "space.h"
 #include "strvec.h"
 #include "trial.h"
 
@@ -86,6 +89,119 @@ static void ab_show_crash(struct progress *pg, const struct trial_result *r)
         fprintf(stderr, "  | %s\n", r->tail[i]);
     fputs("autobatch: fix the command so that it runs at the smallest batch, then try again\n",
           stderr);
+}
+
+/* ------------------------------------------------------------- answers */
+
+/* Each cell's boundary, skip reason and contradictions, for the results. */
+static void ab_collect_cells(const struct space *sp, struct results *res, struct progress *pg)
+{
+    for (size_t i = 0; i < sp->ncells; i++) {
+        const struct cell *c = &sp->cells[i];
+        long own = 0;
+        for (size_t k = 0; k < c->search.nprobes; k++)
+            own += !c->search.probes[k].inferred;
+        long mf = search_max_fit(&c->search);
+        struct results_cell rc = {
+            .grad_accum = c->grad_accum, .checkpointing = c->checkpointing, .max_fit = mf,
+            .min_fail = search_min_fail(&c->search),
+            /* With a global batch a cell has one size: "bounded" means nothing. */
+            .bounded_by = c->fixed_micro < 0 && search_bounded(&c->search) ? "batch.max" : NULL,
+            .skipped = c->state == CELL_SKIPPED ? c->skip_reason : NULL,
+            .inferred = mf >= 0 && !search_tried(&c->search, mf), .trials = own,
+        };
+        results_add_cell(res, &rc);
+        for (size_t k = 0; k < c->search.ncontra; k++) {
+            const struct search_contradiction *x = &c->search.contra[k];
+            struct results_contradiction rx = {
+                c->grad_accum, c->checkpointing, x->value, x->larger_fit, x->retest_fit,
+            };
+            results_add_contradiction(res, &rx);
+            progress_note(pg, "warning: micro_batch=%ld failed although %ld fitted; re-tested: %s",
+                          x->value, x->larger_fit,
+                          x->retest_fit ? "fits (the first failure was a fluke)"
+                                        : "fails again (memory use is not monotone here)");
+        }
+    }
+}
+
+/* Memory a fitting trial needs, for the headroom rule: measured, else the
+ * cell's memory line; -1 unknown. */
+static double ab_need(const struct results_trial *t, const struct space *sp)
+{
+    if (t->peak_mem_bytes >= 0)
+        return (double)t->peak_mem_bytes;
+    for (size_t i = 0; i < sp->ncells; i++) {
+        const struct cell *c = &sp->cells[i];
+        double a, b;
+        if (c->grad_accum == t->grad_accum && c->checkpointing == t->checkpointing &&
+            !search_model(&c->search, &a, &b))
+            return a + b * (double)t->micro_batch;
+    }
+    return -1;
+}
+
+/*
+ * The choice: the fastest measured fit that leaves --headroom free; two
+ * speeds within 1% of each other are a tie, and a tie goes to less
+ * memory.  Without any measured speed, the largest fit.  -1 when nothing
+ * qualifies.
+ */
+static long ab_choose(const struct results *res, const struct space *sp, const struct gpu *g,
+                      double headroom, struct progress *pg)
+{
+    double cap = gpu_capacity(g);
+    for (size_t i = 0; cap < 0 && i < sp->ncells; i++)
+        if (sp->cells[i].search.capacity > 0)
+            cap = sp->cells[i].search.capacity;
+    long best = -1;
+    int unchecked = 0;
+    for (size_t i = 0; i < res->ntrials; i++) {
+        const struct results_trial *t = &res->trials[i];
+        if (t->outcome != TRIAL_FIT)
+            continue;
+        if (headroom > 0) {
+            double need = ab_need(t, sp);
+            if (need < 0 || cap < 0)
+                unchecked = 1;
+            else if (need > (1 - headroom) * cap)
+                continue;
+        }
+        if (best < 0) {
+            best = (long)i;
+            continue;
+        }
+        const struct results_trial *b = &res->trials[best];
+        double st = t->samples_per_s, sb = b->samples_per_s;
+        int faster, tie;
+        if (st < 0 || sb < 0) {
+            /* No speeds: the larger micro-batch, then without
+             * checkpointing, then less accumulation. */
+            faster = st >= 0 ? 1 : sb >= 0 ? 0
+                   : t->micro_batch != b->micro_batch ? t->micro_batch > b->micro_batch
+                   : t->checkpointing != b->checkpointing ? t->checkpointing < b->checkpointing
+                   : t->grad_accum < b->grad_accum;
+            tie = 0;
+        } else {
+            tie = st <= sb * 1.01 && sb <= st * 1.01;
+            faster = st > sb;
+        }
+        if (tie) {
+            double nt = ab_need(t, sp), nb = ab_need(b, sp);
+            int less = nt >= 0 && nb >= 0 ? nt < nb
+                     : (t->micro_batch < b->micro_batch ||
+                        (t->micro_batch == b->micro_batch && t->checkpointing > b->checkpointing));
+            if (less)
+                best = (long)i;
+        } else if (faster) {
+            best = (long)i;
+        }
+    }
+    if (unchecked)
+        progress_note(pg, "warning: --headroom could not be checked for every candidate: no "
+                          "memory figures (no NVML, no peak_mem_bytes in AUTOBATCH_REPORT, no "
+                          "numbers in the OOM messages)");
+    return best;
 }
 
 /* ------------------------------------------------------ config get/set */
@@ -432,8 +548,24 @@ int main(int argc, char **argv)
         return AB_USAGE;
     }
 
-    const long grad_accum = setup.grad_accum;
-    const int ckpt = 0;
+    /* ---- the space */
+    long accum_default[1] = { setup.grad_accum };
+    struct space_opts so = {
+        .batch_min = plan.batch_min, .batch_max = plan.batch_max, .batch_step = plan.batch_step,
+        .grad_accum = plan.ngrad_accum ? plan.grad_accum : accum_default,
+        .ngrad_accum = plan.ngrad_accum ? (size_t)plan.ngrad_accum : 1,
+        .ckpt_off = plan.ckpt_off, .ckpt_on = plan.ckpt_on,
+        .ckpt_forced = plan.ckpt_on && !plan.ckpt_off,
+        .global_batch = plan.global_batch, .world_size = plan.world_size, .use_model = 1,
+    };
+    struct space space;
+    if (space_init(&space, &so, err, sizeof err)) {
+        cli_error("%s", err);
+        rmdir(dir);
+        oom_table_release(&oom);
+        ab_setup_release(&setup);
+        return AB_USAGE;
+    }
     struct inject_ctx ctx = {
         .preset = &setup.preset, .set_checkpointing = plan.checkpointing_searched,
         .max_steps = plan.warmup + plan.steps, .world_size = plan.world_size,
@@ -445,13 +577,17 @@ int main(int argc, char **argv)
      * config the command does not name fails now, before any trial. */
     {
         struct inject_trial t = INJECT_TRIAL_INIT;
-        struct inject_candidate c0 = { plan.batch_min, grad_accum, ckpt };
+        struct cell *c = &space.cells[0];
+        struct inject_candidate c0 = {
+            c->fixed_micro > 0 ? c->fixed_micro : plan.batch_min, c->grad_accum, c->checkpointing,
+        };
         ctx.trial_id = 0;
         int bad = inject_build(&ctx, plan.command, environ, &c0, &t, err, sizeof err);
         inject_trial_release(&t);
         if (bad) {
             cli_error("%s", err);
             rmdir(dir);
+            space_release(&space);
             oom_table_release(&oom);
             ab_setup_release(&setup);
             return AB_USAGE;
@@ -459,9 +595,7 @@ int main(int argc, char **argv)
     }
 
     struct results res = RESULTS_INIT;
-    struct search search;
-    if (results_init(&res, plan.command) ||
-        search_init(&search, plan.batch_min, plan.batch_max, plan.batch_step)) {
+    if (results_init(&res, plan.command)) {
         cli_error("out of memory");
         return AB_USAGE;
     }
@@ -472,23 +606,54 @@ int main(int argc, char **argv)
     res.batch_max = plan.batch_max;
     res.batch_step = plan.batch_step;
     res.world_size = plan.world_size;
-    res.grad_accum = malloc(sizeof *res.grad_accum);
+    res.global_batch = plan.global_batch > 0 ? plan.global_batch : -1;
+    res.headroom = plan.headroom;
+    res.grad_accum = malloc(so.ngrad_accum * sizeof *res.grad_accum);
     if (res.grad_accum) {
-        res.grad_accum[0] = grad_accum;
-        res.ngrad_accum = 1;
+        memcpy(res.grad_accum, so.grad_accum, so.ngrad_accum * sizeof *res.grad_accum);
+        res.ngrad_accum = so.ngrad_accum;
     }
-    res.ckpt_off = 1;
+    res.ckpt_off = so.ckpt_off;
+    res.ckpt_on = so.ckpt_on;
 
+    /* ---- GPUs and the warm start */
+    struct gpu gpu;
+    gpu_open(&gpu, getenv("AUTOBATCH_NVML_LIB"));
+    if (gpu.n) {
+        res.gpus = calloc((size_t)gpu.n, sizeof *res.gpus);
+        for (int i = 0; res.gpus && i < gpu.n; i++) {
+            const char *name;
+            uint64_t total;
+            gpu_info(&gpu, i, &name, &total);
+            res.gpus[i].index = i;
+            snprintf(res.gpus[i].name, sizeof res.gpus[i].name, "%s", name);
+            res.gpus[i].total = (long long)total;
+        }
+        res.ngpus = res.gpus ? (size_t)gpu.n : 0;
+    } else if (plan.verbose) {
+        progress_note(&pg, "no GPU memory figures: %s", gpu.why);
+    }
+    struct cache_key ck;
+    cache_key_make(&ck, plan.command, setup.have_config ? &setup.config : NULL, &so,
+                   gpu.fingerprint);
+    int cached = !plan.no_cache && cache_load(&ck, &space) > 0;
+    if (cached)
+        progress_note(&pg, "warm start: confirming the boundaries cached from the last run "
+                           "(--no-cache to search afresh)");
+
+    /* ---- the trials */
     double t0 = ab_now();
     int status = AB_OK, budget_hit = 0, crashed = 0, timeouts = 0;
     long id = 0, value;
+    size_t ci;
     struct trial_result *tr = malloc(sizeof *tr);
     if (!tr) {
         cli_error("out of memory");
         return AB_USAGE;
     }
 
-    while (!ab_interrupted && search_next(&search, &value)) {
+    while (!ab_interrupted && space_next(&space, &ci, &value)) {
+        const struct cell *cell = &space.cells[ci];
         double left = plan.budget_s > 0 ? plan.budget_s - (ab_now() - t0) : 0;
         if (plan.budget_s > 0 && left <= 0) {
             budget_hit = 1;
@@ -499,7 +664,7 @@ int main(int argc, char **argv)
         snprintf(report, sizeof report, "%s/report-%ld.jsonl", dir, id);
         ctx.trial_id = id;
         ctx.report_path = report;
-        struct inject_candidate cand = { value, grad_accum, ckpt };
+        struct inject_candidate cand = { value, cell->grad_accum, cell->checkpointing };
         struct inject_trial t = INJECT_TRIAL_INIT;
         if (inject_build(&ctx, plan.command, environ, &cand, &t, err, sizeof err)) {
             cli_error("%s", err);
@@ -514,13 +679,15 @@ int main(int argc, char **argv)
             ttl = left;
         struct trial_opts to = {
             .oom = &oom, .target_steps = plan.warmup + plan.steps,
-            .warmup_steps = plan.warmup, .trial_timeout_s = ttl,
-            .hang_timeout_s = plan.hang_timeout_s, .grace_s = plan.grace_s,
+            .warmup_steps = plan.warmup, .extra_steps = 2 * plan.steps, .noise_rel = 0.10,
+            .trial_timeout_s = ttl, .hang_timeout_s = plan.hang_timeout_s, .grace_s = plan.grace_s,
             .report_path = report, .interrupt = &ab_interrupted,
-            .hooks = { &pg, progress_output, progress_step },
+            .hooks = { &pg, progress_output, progress_step, &gpu, gpu_tick },
         };
         struct trial_spec spec = { t.argv.v, t.env.v };
-        progress_trial_start(&pg, id, value, grad_accum, ckpt, to.target_steps, t.argv.v);
+        progress_trial_start(&pg, id, value, cell->grad_accum, cell->checkpointing,
+                             to.target_steps, t.argv.v);
+        gpu_trial_start(&gpu);
         int rc = trial_run(&spec, &to, tr);
         /* The trial's tree is gone: its temporary config copies go too. */
         inject_trial_release(&t);
@@ -536,7 +703,8 @@ int main(int argc, char **argv)
             status = AB_USAGE;
             break;
         }
-        double samples = (double)value * (double)grad_accum * (double)plan.world_size;
+        int64_t peak = gpu_trial_peak(&gpu, tr->peak_mem_bytes);
+        double samples = (double)value * (double)cell->grad_accum * (double)plan.world_size;
         double sps = tr->step_time_s > 0 ? samples / tr->step_time_s : -1;
         progress_trial_end(&pg, tr, tr->outcome == TRIAL_FIT ? sps : -1);
         if (tr->outcome == TRIAL_TIMEOUT && budget_caps) {
@@ -544,22 +712,25 @@ int main(int argc, char **argv)
             tr->outcome = TRIAL_INTERRUPTED;
         }
         struct results_trial rt = {
-            .id = id, .micro_batch = value, .grad_accum = grad_accum, .checkpointing = ckpt,
+            .id = id, .micro_batch = value, .grad_accum = cell->grad_accum,
+            .checkpointing = cell->checkpointing,
             .outcome = tr->outcome, .exit_code = tr->exit_code, .signal = tr->signal,
             .wall_s = tr->wall_s, .teardown_s = tr->teardown_s > 0 ? tr->teardown_s : -1,
             .steps_measured = tr->steps_measured, .step_time_s = tr->step_time_s,
+            .step_time_mad_s = tr->step_time_mad_s,
             .samples_per_s = tr->outcome == TRIAL_FIT ? sps : -1,
-            .peak_mem_bytes = tr->peak_mem_bytes,
+            .peak_mem_bytes = peak,
             .evidence = tr->outcome == TRIAL_FIT || !tr->evidence[0] ? NULL : tr->evidence,
             .signature = tr->outcome == TRIAL_OOM ? (char *)tr->oom_name : NULL,
+            .retest = search_tried(&cell->search, value),
         };
-        for (size_t i = 0; i < res.ntrials; i++)
-            if (res.trials[i].micro_batch == value)
-                rt.retest = 1;
         results_add_trial(&res, &rt);
         if (tr->teardown_incomplete)
             progress_note(&pg, "warning: a process outside the trial's tree kept its output "
                                "open; gave up waiting for it");
+        if (!gpu_settle(&gpu))
+            progress_note(&pg, "warning: GPU memory did not return to its level before the "
+                               "trial within 10s; the next trial may see less free memory");
 
         if (budget_hit || tr->outcome == TRIAL_INTERRUPTED)
             break;
@@ -578,63 +749,64 @@ int main(int argc, char **argv)
                                                        : "printed nothing for --hang-timeout",
                           tr->outcome == TRIAL_TIMEOUT ? "trial-timeout" : "hang-timeout");
         }
-        search_record(&search, value, tr->outcome == TRIAL_FIT);
+        struct search_obs obs = { value, tr->outcome == TRIAL_FIT, -1, gpu_capacity(&gpu) };
+        if (obs.fit && peak > 0)
+            obs.need_bytes = (double)peak;
+        const struct oom_numbers *on = &tr->oom_numbers;
+        if (!obs.fit && on->tried > 0 && on->total > 0 && on->free >= 0) {
+            obs.need_bytes = (double)(on->total - on->free + on->tried);
+            obs.capacity_bytes = (double)on->total;
+        }
+        space_record(&space, ci, &obs);
     }
 
     /* ---- the answer */
-    long max_fit = search_max_fit(&search);
-    struct results_cell cell = {
-        .grad_accum = grad_accum, .checkpointing = ckpt, .max_fit = max_fit,
-        .min_fail = search_min_fail(&search),
-        .bounded_by = search_bounded(&search) ? "batch.max" : NULL,
-    };
-    results_add_cell(&res, &cell);
-    for (size_t i = 0; i < search.ncontra; i++) {
-        struct results_contradiction c = {
-            grad_accum, ckpt, search.contra[i].value, search.contra[i].larger_fit,
-            search.contra[i].retest_fit,
-        };
-        results_add_contradiction(&res, &c);
-        progress_note(&pg, "warning: micro_batch=%ld failed although %ld fitted; re-tested: %s",
-                      c.micro_batch, c.larger_fit,
-                      c.retest_fit ? "fits (the first failure was a fluke)"
-                                   : "fails again (memory use is not monotone here)");
-    }
-    /* The choice: the largest size that fits, from its latest fitting trial. */
+    ab_collect_cells(&space, &res, &pg);
+    res.best = ab_choose(&res, &space, &gpu, plan.headroom, &pg);
+    int any_fit = 0;
     for (size_t i = 0; i < res.ntrials; i++)
-        if (max_fit > 0 && res.trials[i].micro_batch == max_fit &&
-            res.trials[i].outcome == TRIAL_FIT)
-            res.best = (long)i;
+        any_fit |= res.trials[i].outcome == TRIAL_FIT;
 
     if (status == AB_OK) {
         if (ab_interrupted)
             status = AB_INTERRUPTED;
         else if (crashed)
             status = AB_CRASH;
-        else if (res.best < 0 && budget_hit)
+        else if (!any_fit && budget_hit)
             status = AB_BUDGET;
-        else if (res.best < 0)
+        else if (!any_fit)
             status = timeouts ? AB_CRASH : AB_NOTHING_FITS;
+        else if (res.best < 0)
+            status = AB_NOTHING_FITS; /* fits exist, but none leaves the headroom */
     }
     res.wall_s = ab_now() - t0;
     res.exit_status = status;
     res.interrupted = status == AB_INTERRUPTED;
+    if (status == AB_OK && !plan.no_cache)
+        cache_save(&ck, &space);
 
     FILE *say = plan.json_path && !strcmp(plan.json_path, "-") ? stderr : stdout;
+    int bounded = 0;
+    for (size_t i = 0; i < res.ncells; i++)
+        bounded |= res.cells[i].bounded_by != NULL;
     if (res.best >= 0) {
         const struct results_trial *b = &res.trials[res.best];
         char rate[64] = "";
         if (b->samples_per_s > 0)
             snprintf(rate, sizeof rate, ", %.1f %s/s", b->samples_per_s, setup.unit);
-        fprintf(say, "autobatch: %s micro_batch=%ld grad_accum=%ld%s (%zu trials, %.1fs)%s\n",
-                status == AB_OK ? "best:" : "best so far:", b->micro_batch, b->grad_accum, rate,
-                res.ntrials, res.wall_s,
-                cell.bounded_by ? "; the top of --batch fitted, raise MAX to look further" : "");
+        fprintf(say, "autobatch: %s micro_batch=%ld grad_accum=%ld checkpointing=%s%s "
+                     "(%zu trials, %.1fs)%s\n",
+                status == AB_OK ? "best:" : "best so far:", b->micro_batch, b->grad_accum,
+                b->checkpointing ? "on" : "off", rate, res.ntrials, res.wall_s,
+                bounded ? "; the top of --batch fitted, raise MAX to look further" : "");
         if (budget_hit)
             fprintf(say, "autobatch: --budget ran out; the search was not finished\n");
+    } else if (status == AB_NOTHING_FITS && any_fit) {
+        fprintf(stderr, "autobatch: every configuration that fits uses more than %.0f%% of "
+                        "device memory; lower --headroom\n", 100 * (1 - plan.headroom));
     } else if (status == AB_NOTHING_FITS) {
-        fprintf(stderr, "autobatch: nothing fits: micro_batch=%ld ran out of memory; lower the "
-                        "model's memory use or try gradient checkpointing\n", plan.batch_min);
+        fprintf(stderr, "autobatch: nothing fits: the smallest candidate ran out of memory; lower "
+                        "the model's memory use or try --checkpointing on\n");
     } else if (status == AB_CRASH && !crashed) {
         fprintf(stderr, "autobatch: micro_batch=%ld never finished a trial (timeout or hang), so "
                         "this is not a memory limit; raise --trial-timeout/--hang-timeout or "
@@ -659,9 +831,10 @@ int main(int argc, char **argv)
     }
     rmdir(dir);
     free(tr);
-    search_release(&search);
+    space_release(&space);
     results_release(&res);
     oom_table_release(&oom);
+    gpu_release(&gpu);
     ab_setup_release(&setup);
     return status;
 }

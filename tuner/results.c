@@ -48,6 +48,7 @@ void results_release(struct results *r)
     free(r->cells);
     free(r->contra);
     free(r->grad_accum);
+    free(r->gpus);
     struct results zero = RESULTS_INIT;
     *r = zero;
 }
@@ -107,20 +108,18 @@ int results_add_contradiction(struct results *r, const struct results_contradict
 /* ------------------------------------------------------------- frontier */
 
 /* Does a use no more memory than b?  Measured peaks when both have them;
- * otherwise the micro-batch and checkpointing stand in (within one grad
- * accumulation, a smaller micro-batch or checkpointing on uses less). */
+ * otherwise a partial order stands in: a smaller micro-batch, or
+ * checkpointing on, uses less (gradient accumulation does not matter).
+ * Points that this order cannot compare are both kept. */
 static int results_mem_le(const struct results_trial *a, const struct results_trial *b, int *strict)
 {
     if (a->peak_mem_bytes >= 0 && b->peak_mem_bytes >= 0) {
         *strict = a->peak_mem_bytes < b->peak_mem_bytes;
         return a->peak_mem_bytes <= b->peak_mem_bytes;
     }
-    if (a->micro_batch != b->micro_batch) {
-        *strict = a->micro_batch < b->micro_batch;
-        return *strict;
-    }
-    *strict = a->checkpointing > b->checkpointing;
-    return a->checkpointing >= b->checkpointing;
+    int le = a->micro_batch <= b->micro_batch && a->checkpointing >= b->checkpointing;
+    *strict = le && (a->micro_batch < b->micro_batch || a->checkpointing > b->checkpointing);
+    return le;
 }
 
 static int results_dominates(const struct results_trial *a, const struct results_trial *b)
@@ -202,6 +201,7 @@ static json_t *results_trial_json(const struct results_trial *t)
     if (!o)
         return NULL;
     json_object_set_new(o, "step_time_s", num_or_null(t->step_time_s));
+    json_object_set_new(o, "step_time_mad_s", num_or_null(t->step_time_mad_s));
     json_object_set_new(o, "teardown_s", num_or_null(t->teardown_s));
     json_object_set_new(o, "signature", str_or_null(t->signature));
     if (t->retest)
@@ -246,6 +246,11 @@ json_t *results_to_json(const struct results *r)
             json_object_set_new(o, "largest_tried_fit", int_or_null(c->max_fit));
         }
         json_object_set_new(o, "smallest_fail", int_or_null(c->min_fail));
+        json_object_set_new(o, "trials", json_integer(c->trials));
+        if (c->inferred)
+            json_object_set_new(o, "inferred", json_true());
+        if (c->skipped)
+            json_object_set_new(o, "skipped", json_string(c->skipped));
         json_array_append_new(max_fit, o);
     }
 
@@ -288,8 +293,14 @@ json_t *results_to_json(const struct results *r)
                      "exit", r->exit_status, "interrupted", r->interrupted,
                      "preset", str_or_null(r->preset));
     if (doc) {
-        json_object_set_new(json_object_get(doc, "space"), "unit",
-                            json_string(r->unit ? r->unit : "samples"));
+        json_t *space = json_object_get(doc, "space");
+        json_object_set_new(space, "unit", json_string(r->unit ? r->unit : "samples"));
+        json_object_set_new(space, "headroom", json_real(r->headroom));
+        json_t *gpus = json_object_get(json_object_get(doc, "host"), "gpus");
+        for (size_t i = 0; i < r->ngpus; i++)
+            json_array_append_new(gpus, json_pack("{s:i, s:s, s:I}", "index", r->gpus[i].index,
+                                                  "name", r->gpus[i].name, "memory_total_bytes",
+                                                  (json_int_t)r->gpus[i].total));
         json_object_set_new(doc, "config", str_or_null(r->config));
     }
     return doc;

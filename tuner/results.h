@@ -30,6 +30,7 @@ struct results_trial {
     double teardown_s;      /**< <0: null */
     long steps_measured;
     double step_time_s;     /**< <0: null */
+    double step_time_mad_s; /**< <0: null */
     double samples_per_s;   /**< <0: null */
     int64_t peak_mem_bytes; /**< <0: null */
     char *evidence;         /**< owned; NULL: null */
@@ -44,6 +45,9 @@ struct results_cell {
     long max_fit;           /**< -1: null */
     long min_fail;          /**< -1: none seen */
     const char *bounded_by; /**< "batch.max" when the range's top fitted, else NULL */
+    const char *skipped;    /**< why the cell ran no trial, or NULL */
+    int inferred;           /**< max_fit was not established by this cell's own trials */
+    long trials;            /**< trials run in this cell */
 };
 
 struct results_contradiction {
@@ -65,6 +69,9 @@ struct results {
     int ckpt_off, ckpt_on;   /**< which checkpointing settings are searched */
     long global_batch;       /**< -1: null */
     long world_size;
+    double headroom;         /**< --headroom as a fraction */
+    struct results_gpu { int index; char name[96]; long long total; } *gpus;
+    size_t ngpus;
     struct results_trial *trials; size_t ntrials;
     struct results_cell *cells; size_t ncells;
     struct results_contradiction *contra; size_t ncontra;

@@ -164,6 +164,8 @@ struct trial_state {
     double stop_at, kill_at;
     /* Step evidence by kind; the report wins over tqdm over HF dicts. */
     struct series report, tqdm, hf;
+    long target;          /* steps that end the trial as a fit; may grow once */
+    int extended;
     long hf_count;        /* HF dicts carry no step: count them */
 };
 
@@ -213,6 +215,28 @@ static void trial_stop(struct trial_state *st, enum trial_outcome why, double no
     trial_signal_tree(st, SIGTERM);
 }
 
+static const struct series *trial_timing_series(const struct trial_state *st)
+{
+    return st->report.n ? &st->report : st->tqdm.n ? &st->tqdm : &st->hf;
+}
+
+/* At the target: is the timing too noisy to trust?  Then run on for
+ * extra_steps more, once. */
+static int trial_extend(struct trial_state *st)
+{
+    if (st->extended || st->o->extra_steps <= 0 || st->o->noise_rel <= 0)
+        return 0;
+    struct trial_result tmp;
+    tmp.step_time_s = tmp.step_time_mad_s = -1;
+    series_timing(trial_timing_series(st), st->o->warmup_steps, &tmp);
+    if (tmp.step_time_s <= 0 || tmp.step_time_mad_s <= st->o->noise_rel * tmp.step_time_s)
+        return 0;
+    st->extended = 1;
+    st->target += st->o->extra_steps;
+    st->r->extended = 1;
+    return 1;
+}
+
 static void trial_note_step(struct trial_state *st, long before, double rate)
 {
     long now_step = trial_best_step(st);
@@ -220,7 +244,7 @@ static void trial_note_step(struct trial_state *st, long before, double rate)
         st->r->steps_seen = now_step;
         if (st->o->hooks.step)
             st->o->hooks.step(st->o->hooks.ctx, now_step, rate);
-        if (st->o->target_steps > 0 && now_step >= st->o->target_steps)
+        if (st->target > 0 && now_step >= st->target && !trial_extend(st))
             trial_stop(st, TRIAL_FIT, trial_now());
     }
 }
@@ -437,6 +461,7 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
         .report_fd = -1,
         .pid = pid,
         .t0 = t0, .last_activity = t0,
+        .target = o->target_steps,
     };
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(err[0], F_SETFL, O_NONBLOCK);
@@ -490,6 +515,9 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
             break;
         }
 
+        if (o->hooks.tick)
+            o->hooks.tick(o->hooks.tick_ctx);
+
         struct pollfd pfd[2];
         nfds_t nfd = 0;
         int which[2];
@@ -517,8 +545,7 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     else if (WIFSIGNALED(st.status))
         r->signal = WTERMSIG(st.status);
     r->steps_seen = trial_best_step(&st);
-    const struct series *timing = st.report.n ? &st.report : st.tqdm.n ? &st.tqdm : &st.hf;
-    series_timing(timing, o->warmup_steps, r);
+    series_timing(trial_timing_series(&st), o->warmup_steps, r);
 
     for (int i = 0; i < 2; i++) {
         if (st.fd[i] >= 0)

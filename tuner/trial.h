@@ -18,7 +18,9 @@
  *      each line to the watchers: the OOM table and the step parser.  It
  *      also tails the AUTOBATCH_REPORT file when one is named.
  *   4. The trial is stopped at the first OOM line (from any rank), when
- *      enough steps were seen, at the trial timeout, at the hang timeout
+ *      enough steps were seen (a noisy trial, whose step times' median
+ *      absolute deviation exceeds noise_rel of their median, runs on
+ *      for up to extra_steps more), at the trial timeout, at the hang timeout
  *      (no output and no report line for that long), on *opts->interrupt,
  *      or when the command exits.  Stopping sends SIGTERM to the process
  *      group and to every descendant, then SIGKILL after opts->grace_s.
@@ -63,12 +65,17 @@ struct trial_hooks {
     void (*output)(void *ctx, int stream, const char *data, size_t n);
     /** a new highest step was seen; rate_it_s < 0 when unknown */
     void (*step)(void *ctx, long step, double rate_it_s);
+    void *tick_ctx;
+    /** called about every 50 ms while the trial runs (GPU sampling) */
+    void (*tick)(void *tick_ctx);
 };
 
 struct trial_opts {
     const struct oom_table *oom; /**< signatures; required */
     long target_steps;   /**< stop as a fit once this many steps were seen; 0 = never */
     long warmup_steps;   /**< steps left out of the timing */
+    long extra_steps;    /**< a noisy trial may run this many more steps; 0 = never */
+    double noise_rel;    /**< noisy: step-time MAD above this share of the median */
     double trial_timeout_s; /**< 0 = none */
     double hang_timeout_s;  /**< 0 = none */
     double grace_s;      /**< SIGTERM to SIGKILL */
@@ -90,6 +97,7 @@ struct trial_result {
     double teardown_s;   /**< stop decision to fully reaped; 0 when it exited by itself */
     int teardown_incomplete; /**< a pipe stayed open past every bound */
     int kernel_oom;      /**< the OOM evidence is a SIGKILL we did not send */
+    int extended;        /**< ran extra steps because the timing was noisy */
     long steps_seen;     /**< highest step number seen */
     long steps_measured; /**< steps after warm-up that have a time */
     double step_time_s;  /**< median seconds per step after warm-up; <0 unknown */

@@ -6,6 +6,8 @@ WORK=$(mktemp -d /tmp/ab-e2e-XXXXXX)
 # Every process a test starts carries this mark in its environment, so
 # leftovers can be found in /proc without guessing at names.
 export AB_E2E_MARK="ab-e2e-$$-$RANDOM"
+# A cache of our own: a warm start from an earlier run would change trial counts.
+export XDG_CACHE_HOME="$WORK/cache"
 trap 'rm -rf "$WORK"' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }

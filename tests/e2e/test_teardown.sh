@@ -37,6 +37,6 @@ pass "SIGTERM ignored: SIGKILL after ${td}s"
 [ -s "$WORK/escaped.pid" ] || fail "escape: the grandchild never started"
 pid=$(cat "$WORK/escaped.pid")
 if kill -0 "$pid" 2>/dev/null; then fail "escape: grandchild $pid still alive"; fi
-assert_eq 3 "$(jqr '.summary.trials' "$WORK/esc.json")" "escape: trials"
+[ "$(jqr '.summary.trials' "$WORK/esc.json")" -ge 3 ] || fail "escape: too few trials"
 assert_no_leftovers
 pass "escaped grandchild $pid killed"

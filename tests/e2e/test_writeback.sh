@@ -14,19 +14,22 @@ f5=("$SIMTRAIN" --config "$WORK/F5TTS_v1_Base.yaml" --batch-key datasets.batch_s
     --batch-unit frames --frames-per-sample 400 --capacity 24G)
 read -r _ want < <("${f5[@]}" --max_steps 7 --print-max)
 "$AUTOBATCH" --preset auto --config "$WORK/F5TTS_v1_Base.yaml" --batch 400:76800:400 \
-  --json "$WORK/f5.json" -- "${f5[@]}" >"$WORK/f5.out" 2>"$WORK/f5.err" || fail "f5: exit $? $(tail -3 "$WORK/f5.err")"
+ --json "$WORK/f5.json" -- "${f5[@]}" >"$WORK/f5.out" 2>"$WORK/f5.err" || fail "f5: exit $? $(tail -3 "$WORK/f5.err")"
 grep -q "picked 'f5-tts'" "$WORK/f5.err" || fail "f5: --preset auto did not pick f5-tts"
 assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$WORK/f5.json")" "f5: max frames"
 assert_eq frames "$(jqr '.space.unit' "$WORK/f5.json")" "f5: unit"
 assert_eq "$sum" "$(sha256sum < "$WORK/F5TTS_v1_Base.yaml")" "f5: tuning touched the config"
-grep -q "^+  batch_size_per_gpu: $want  # 8 GPUs" "$WORK/f5.out" || fail "f5: no diff: $(cat "$WORK/f5.out")"
+best=$(jqr '.best.micro_batch' "$WORK/f5.json")
+grep -q "^+  batch_size_per_gpu: $best  # 8 GPUs" "$WORK/f5.out" || fail "f5: no diff: $(cat "$WORK/f5.out")"
 grep -q "add --write" "$WORK/f5.out" || fail "f5: no hint to --write"
 # now with --write: exactly line 7's value changes
 "$AUTOBATCH" --quiet --preset f5-tts --config "$WORK/F5TTS_v1_Base.yaml" --batch 400:76800:400 --write \
+  --json "$WORK/f5w.json" \
   -- "${f5[@]}" >"$WORK/f5w.out" 2>&1 || fail "f5 --write: exit $?"
-sed "7s/38400/$want/" "$C/F5-TTS/F5TTS_v1_Base.yaml" > "$WORK/expected.yaml"
+best=$(jqr '.best.micro_batch' "$WORK/f5w.json")
+sed "7s/38400/$best/" "$C/F5-TTS/F5TTS_v1_Base.yaml" > "$WORK/expected.yaml"
 cmp "$WORK/expected.yaml" "$WORK/F5TTS_v1_Base.yaml" || fail "f5: written bytes differ"
-pass "f5-tts: $want frames, written byte-exactly"
+pass "f5-tts: largest fit $want frames, chose $best, written byte-exactly"
 
 # --- Parler-TTS: the JSON is the script's positional argument
 cp "$C/parler-tts/starting_point_v1.json" "$WORK/parler.json"
@@ -42,12 +45,13 @@ grep -q "parler.autobatch-trial-" "$WORK/p.err" || fail "parler: trials were not
 [ -z "$(ls "$WORK" | grep autobatch-trial || true)" ] || fail "parler: temporary copies left behind"
 # accumulation comes from the file (4) and is kept
 assert_eq 4 "$(jqr '.trials[0].grad_accum' "$WORK/p.json")" "parler: grad_accum from the file"
-"$AUTOBATCH" --quiet --preset parler-tts --batch 1:128 --write -- "${parler[@]}" >/dev/null 2>&1 \
-  || fail "parler --write: exit $?"
-sed "47s/\"per_device_train_batch_size\": 6/\"per_device_train_batch_size\": $want/" \
+"$AUTOBATCH" --quiet --preset parler-tts --batch 1:128 --write --json "$WORK/pw.json" \
+  -- "${parler[@]}" >/dev/null 2>&1 || fail "parler --write: exit $?"
+best=$(jqr '.best.micro_batch' "$WORK/pw.json")
+sed "47s/\"per_device_train_batch_size\": 6/\"per_device_train_batch_size\": $best/" \
   "$C/parler-tts/starting_point_v1.json" > "$WORK/expected.json"
 cmp "$WORK/expected.json" "$WORK/parler.json" || fail "parler: written bytes differ"
-pass "parler-tts: $want, written byte-exactly"
+pass "parler-tts: largest fit $want, chose $best, written byte-exactly"
 
 # --- the config replaced by a directory mid-run: nothing is written, exit 2
 cp "$C/parler-tts/starting_point_v1.json" "$WORK/moving.json"

@@ -600,6 +600,9 @@ static void test_insert_inline(void **state)
     (void)state;
     expect_set("{\"a\": 1, \"c\": 3}", "b", "2", "{\"a\": 1, \"c\": 3, \"b\": 2}", NULL);
     expect_set("{\"a\":1,\"c\":3}", "b", "2", "{\"a\":1,\"c\":3,\"b\":2}", NULL);
+    /* The blanks after the last separator are copied, not the first. */
+    expect_set("{\"a\": 1,\"b\": 2,  \"c\": 3}", "d", "4",
+               "{\"a\": 1,\"b\": 2,  \"c\": 3,  \"d\": 4}", NULL);
     expect_set("{\"t\": {\"a\": 1,  \"c\": 3}\n}", "t.b", "x",
                "{\"t\": {\"a\": 1,  \"c\": 3,  \"b\": \"x\"}\n}", NULL);
 }
@@ -617,6 +620,10 @@ static void test_malformed(void **state)
                     "line 3, column 1: unexpected end of input: the '{' at line 1, column 1");
     expect_get_fail("{\"a\": [1, 2}", "a", CEDIT_MALFORMED, "line 1, column 12: expected ',' or ']'");
     expect_get_fail("{\"a\": 1} x", "a", CEDIT_MALFORMED, "line 1, column 10");
+    expect_get_fail("{\"a\": 1}\n\n 2", "a", CEDIT_MALFORMED,
+                    "line 3, column 2: unexpected text after the end of the document");
+    /* Old Mac line ends (lone CR) count as lines too. */
+    expect_get_fail("{\r\"a\"\r1}", "a", CEDIT_MALFORMED, "line 3, column 1: expected ':'");
     expect_get_fail("{\"a\": 01}", "a", CEDIT_MALFORMED, "line 1, column 7: invalid number");
     expect_get_fail("{\"a\": True}", "a", CEDIT_MALFORMED, "line 1, column 7: unexpected 'True'");
     expect_get_fail("{\"a\": \"\\x\"}", "a", CEDIT_MALFORMED, "invalid escape");

@@ -41,7 +41,7 @@ static void fill(struct results *r)
         t.signature = sps[i] < 0 ? "torch-cuda-current" : NULL;
         assert_int_equal(results_add_trial(r, &t), 0);
     }
-    struct results_cell c = { 1, 0, 24, 32, NULL };
+    struct results_cell c = { .grad_accum = 1, .max_fit = 24, .min_fail = 32 };
     assert_int_equal(results_add_cell(r, &c), 0);
     r->best = 3;
     r->exit_status = 0;

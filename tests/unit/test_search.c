@@ -23,7 +23,7 @@ static int run_to_end(struct search *s, long limit)
         assert_int_equal((v - s->min) % s->step, 0);
         seen[trials++] = v;
         assert_true(trials < 256);
-        search_record(s, v, v <= limit);
+        search_record_fit(s, v, v <= limit);
     }
     return trials;
 }
@@ -75,10 +75,10 @@ static void test_ramp_starts_low(void **state)
     long v;
     assert_int_equal(search_next(&s, &v), 1);
     assert_int_equal(v, 1);
-    search_record(&s, 1, 1);
+    search_record_fit(&s, 1, 1);
     assert_int_equal(search_next(&s, &v), 1);
     assert_int_equal(v, 2);
-    search_record(&s, 2, 1);
+    search_record_fit(&s, 2, 1);
     assert_int_equal(search_next(&s, &v), 1);
     assert_int_equal(v, 4);
     search_release(&s);
@@ -112,11 +112,11 @@ static void test_contradiction_is_retested_once(void **state)
     long v;
     assert_int_equal(search_init(&s, 1, 64, 1), 0);
     /* 16 fits, then 8 fails (flaky), which contradicts. */
-    search_record(&s, 16, 1);
-    search_record(&s, 8, 0);
+    search_record_fit(&s, 16, 1);
+    search_record_fit(&s, 8, 0);
     assert_int_equal(search_next(&s, &v), 1);
     assert_int_equal(v, 8); /* the one sanctioned repeat */
-    search_record(&s, 8, 1);
+    search_record_fit(&s, 8, 1);
     assert_int_equal(s.ncontra, 1);
     assert_int_equal(s.contra[0].value, 8);
     assert_int_equal(s.contra[0].larger_fit, 16);
@@ -126,11 +126,11 @@ static void test_contradiction_is_retested_once(void **state)
 
     /* Confirmed failure: the smaller failure stands. */
     assert_int_equal(search_init(&s, 1, 64, 1), 0);
-    search_record(&s, 16, 1);
-    search_record(&s, 8, 0);
+    search_record_fit(&s, 16, 1);
+    search_record_fit(&s, 8, 0);
     assert_int_equal(search_next(&s, &v), 1);
     assert_int_equal(v, 8);
-    search_record(&s, 8, 0);
+    search_record_fit(&s, 8, 0);
     assert_int_equal(s.contra[0].retest_fit, 0);
     assert_int_equal(search_min_fail(&s), 8);
     assert_int_equal(search_max_fit(&s), -1);
@@ -138,6 +138,68 @@ static void test_contradiction_is_retested_once(void **state)
     assert_int_equal(search_next(&s, &v), 1);
     assert_int_equal(v, 1);
     search_release(&s);
+}
+
+/* With memory figures (a fit's peak, an OOM's in-use + tried), the model
+ * finds an affine boundary in a handful of trials, and stays exact. */
+static int run_with_memory(struct search *s, double base, double per, double cap)
+{
+    int trials = 0;
+    long v;
+    while (search_next(s, &v)) {
+        assert_false(search_tried(s, v) && s->last_how != SEARCH_RETEST);
+        trials++;
+        double need = base + per * (double)v;
+        struct search_obs o = { v, need <= cap, need, cap };
+        search_record(s, &o);
+    }
+    return trials;
+}
+
+static void test_model_jumps(void **state)
+{
+    (void)state;
+    int worst = 0, total = 0, n = 0;
+    for (double per = 3e6; per < 4e9; per *= 1.7) {
+        double base = 7e9, cap = 80e9;
+        long truth = (long)((cap - base) / per);
+        if (truth < 1 || truth >= 8192)
+            continue;
+        struct search s;
+        assert_int_equal(search_init(&s, 1, 8192, 1), 0);
+        int t = run_with_memory(&s, base, per, cap);
+        assert_int_equal(search_max_fit(&s), truth);
+        assert_int_equal(search_min_fail(&s), truth + 1);
+        worst = t > worst ? t : worst;
+        total += t;
+        n++;
+        search_release(&s);
+    }
+    assert_true(n >= 10);
+    /* plain ramp-and-bisect needs up to 2*13+1 here */
+    assert_true(worst <= 8);
+    assert_true(total <= 6 * n);
+}
+
+static void test_wrong_model_is_bounded(void **state)
+{
+    (void)state;
+    /* Memory figures that lie (a constant): the model is no help, but the
+     * search stays exact and at most a few trials worse than bisection. */
+    for (long limit = 1; limit < 512; limit += 37) {
+        struct search s;
+        assert_int_equal(search_init(&s, 1, 512, 1), 0);
+        long v;
+        int trials = 0;
+        while (search_next(&s, &v)) {
+            trials++;
+            struct search_obs o = { v, v <= limit, 1e9 + (double)(v % 7) * 1e6, 2e9 };
+            search_record(&s, &o);
+        }
+        assert_int_equal(search_max_fit(&s), limit);
+        assert_true(trials <= 3 * 19);
+        search_release(&s);
+    }
 }
 
 int main(void)
@@ -148,6 +210,8 @@ int main(void)
         cmocka_unit_test(test_ramp_starts_low),
         cmocka_unit_test(test_nothing_fits_and_bounded),
         cmocka_unit_test(test_contradiction_is_retested_once),
+        cmocka_unit_test(test_model_jumps),
+        cmocka_unit_test(test_wrong_model_is_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -168,6 +168,24 @@ static void test_not_progress(void **state)
     expect_none(" [");
 }
 
+/* Lightning: the TQDM bar with "Epoch N:" in front and metrics after the
+ * rate, and the RichProgressBar with its bullet between the times. */
+static void test_lightning_bars(void **state)
+{
+    (void)state;
+    expect_tqdm("Epoch 0:  45%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x8c     | "
+                "45/100 [00:10<00:12, 4.50it/s, v_num=0, train_loss=2.31]", 45, 100, 4.50);
+    expect_tqdm("Epoch 3: 100%|##########| 100/100 [00:22<00:00,  4.41it/s, loss=2.31, v_num=0]",
+                100, 100, 4.41);
+    expect_tqdm("Epoch 0/9 \xe2\x94\x81\xe2\x94\x81\xe2\x94\x81 45/100 0:00:10 \xe2\x80\xa2 0:00:12 "
+                "4.50it/s v_num: 0 train_loss: 2.310", 45, 100, 4.50);
+    expect_tqdm("Epoch 2/9 \xe2\x94\x81\xe2\x94\x81 7/250 0:01:03 \xe2\x80\xa2 0:35:00 0.11it/s v_num: 1",
+                7, 250, 0.11);
+    expect_tqdm("Epoch 0/9 \xe2\x94\x81 3/250 0:00:30 \xe2\x80\xa2 -:--:-- 2.50s/it", 3, 250, 0.4);
+    /* the epoch counter alone is not a step counter */
+    expect_none("Epoch 0/9 \xe2\x80\xa2 starting");
+}
+
 static void expect_hf(const char *line, enum step_source src, double samples_per_s)
 {
     struct step_event ev = parse(line);
@@ -306,6 +324,7 @@ int main(void)
         cmocka_unit_test(test_tqdm_redraws),
         cmocka_unit_test(test_tqdm_other_bars),
         cmocka_unit_test(test_not_progress),
+        cmocka_unit_test(test_lightning_bars),
         cmocka_unit_test(test_hf_dicts),
         cmocka_unit_test(test_report_lines),
         cmocka_unit_test(test_report_invalid),

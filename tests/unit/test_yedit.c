@@ -507,6 +507,11 @@ static void test_flow_mappings(void **state)
     edit_str(doc, "optim.name", "adam,w",
              "optim: {lr: 1e-4, grad_accumulation_steps: 2, name: \"adam,w\"}\nnext: 1\n", "adam,w");
     edit_str("o: {}\n", "o.a", "1", "o: {a: 1}\n", "1");
+    /* Empty (implicit null) last values, and a trailing comma. */
+    edit_str("o: {a: }\n", "o.c", "3", "o: {a: , c: 3}\n", "3");
+    edit_str("o: {a, b}\n", "o.c", "3", "o: {a, b, c: 3}\n", "3");
+    edit_str("o: {b, }\n", "o.c", "3", "o: {b, c: 3 }\n", "3");
+    edit_str("o: {a: 1, }\n", "o.c", "3", "o: {a: 1, c: 3, }\n", "3");
     edit_str("o: { a: 1 , b: [1, 2] }\n", "o.c", "x", "o: { a: 1 , b: [1, 2], c: x }\n", "x");
     edit_str("o: {a: 1,\n    b: 2,  # two\n}\n", "o.c", "3", "o: {a: 1,\n    b: 2, c: 3,  # two\n}\n", "3");
     edit_str("l: [1, {bs: 4}, 3]\n", "l.1.bs", "16", "l: [1, {bs: 16}, 3]\n", "16");

@@ -1,0 +1,172 @@
+/*
+ * Unit tests for space: global-batch arithmetic, cell order and skips,
+ * inference between cells, measurements below the largest fit, seeds.
+ * Trials are simulated: memory need(m, ckpt) = base + m * per(ckpt).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "space.h"
+
+struct sim {
+    double base, per_off, per_on, cap;
+    int trials;
+    long ran[64][3]; /* micro, accum, ckpt */
+};
+
+static int sim_fits(const struct sim *s, long m, int ckpt)
+{
+    return s->base + (double)m * (ckpt ? s->per_on : s->per_off) <= s->cap;
+}
+
+static void sim_run(struct space *sp, struct sim *s, int with_memory)
+{
+    size_t ci;
+    long m;
+    while (space_next(sp, &ci, &m)) {
+        const struct cell *c = &sp->cells[ci];
+        assert_true(s->trials < 64);
+        s->ran[s->trials][0] = m;
+        s->ran[s->trials][1] = c->grad_accum;
+        s->ran[s->trials][2] = c->checkpointing;
+        s->trials++;
+        double need = s->base + (double)m * (c->checkpointing ? s->per_on : s->per_off);
+        struct search_obs o = { m, sim_fits(s, m, c->checkpointing),
+                                with_memory ? need : -1, with_memory ? s->cap : -1 };
+        space_record(sp, ci, &o);
+    }
+}
+
+static void test_global_batch_cells(void **state)
+{
+    (void)state;
+    long accum[] = { 1, 2, 3, 4, 8 };
+    struct space_opts o = { .batch_min = 1, .batch_max = 512, .batch_step = 1,
+                            .grad_accum = accum, .ngrad_accum = 5, .ckpt_off = 1, .ckpt_on = 1,
+                            .global_batch = 256, .world_size = 2, .use_model = 1 };
+    struct space sp;
+    char err[256];
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    /* 256 / (accum x 2): 128, 64, (not 3), 32, 16 -> 4 cells per ckpt setting */
+    assert_int_equal(sp.ncells, 8);
+    /* off before on, each by increasing micro-batch */
+    long want[] = { 16, 32, 64, 128, 16, 32, 64, 128 };
+    for (size_t i = 0; i < 8; i++) {
+        assert_int_equal(sp.cells[i].fixed_micro, want[i]);
+        assert_int_equal(sp.cells[i].checkpointing, i >= 4);
+        assert_int_equal(sp.cells[i].fixed_micro * sp.cells[i].grad_accum * 2, 256);
+    }
+    /* fits up to 40 without checkpointing, 100 with */
+    struct sim s = { .base = 0, .per_off = 1, .per_on = 0.4, .cap = 40 };
+    sim_run(&sp, &s, 0);
+    /* off: 16 fit, 32 fit, 64 fail, 128 skipped (inferred);
+     * on: 16 and 32 skipped (fit without), 64 fits, 128 fails */
+    assert_int_equal(s.trials, 5);
+    long ran[][3] = { { 16, 8, 0 }, { 32, 4, 0 }, { 64, 2, 0 }, { 64, 2, 1 }, { 128, 1, 1 } };
+    for (int i = 0; i < 5; i++)
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(s.ran[i][k], ran[i][k]);
+    assert_int_equal(sp.cells[3].state, CELL_SKIPPED);
+    assert_int_equal(sp.cells[4].state, CELL_SKIPPED);
+    assert_non_null(strstr(sp.cells[4].skip_reason, "without checkpointing"));
+    space_release(&sp);
+
+    /* nothing divides: refused with the reason */
+    o.global_batch = 7;
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), -1);
+    assert_non_null(strstr(err, "whole micro-batch"));
+}
+
+static void test_free_mode_shares_the_boundary(void **state)
+{
+    (void)state;
+    long accum[] = { 1, 2, 4 };
+    struct space_opts o = { .batch_min = 1, .batch_max = 1024, .batch_step = 1,
+                            .grad_accum = accum, .ngrad_accum = 3, .ckpt_off = 1,
+                            .world_size = 1, .use_model = 1 };
+    struct space sp;
+    char err[256];
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    struct sim s = { .base = 1000, .per_off = 37, .per_on = 10, .cap = 1000 + 37 * 300.5 };
+    sim_run(&sp, &s, 1);
+    for (size_t i = 0; i < sp.ncells; i++)
+        assert_int_equal(search_max_fit(&sp.cells[i].search), 300);
+    /* the other accumulation cells each ran only their measurements: the
+     * largest fit and one size near 90% of it */
+    int per_cell[3] = { 0 };
+    for (int i = 0; i < s.trials; i++)
+        per_cell[s.ran[i][1] == 1 ? 0 : s.ran[i][1] == 2 ? 1 : 2]++;
+    assert_true(per_cell[1] <= 2);
+    assert_true(per_cell[2] <= 2);
+    int saw270 = 0;
+    for (int i = 0; i < s.trials; i++)
+        saw270 |= s.ran[i][1] == 2 && s.ran[i][0] == 270;
+    assert_true(saw270);
+    space_release(&sp);
+}
+
+static void test_checkpointing_only_where_needed(void **state)
+{
+    (void)state;
+    long accum[] = { 1 };
+    struct space_opts o = { .batch_min = 1, .batch_max = 4096, .batch_step = 1,
+                            .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1, .ckpt_on = 1,
+                            .world_size = 1, .use_model = 1 };
+    struct space sp;
+    char err[256];
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    struct sim s = { .base = 0, .per_off = 1, .per_on = 0.25, .cap = 100 };
+    sim_run(&sp, &s, 0);
+    assert_int_equal(search_max_fit(&sp.cells[0].search), 100);
+    assert_int_equal(search_max_fit(&sp.cells[1].search), 400);
+    /* no checkpointing trial at a size that fits without it */
+    for (int i = 0; i < s.trials; i++)
+        if (s.ran[i][2])
+            assert_true(s.ran[i][0] > 100);
+    space_release(&sp);
+}
+
+static void test_seeds_confirm_in_two_trials(void **state)
+{
+    (void)state;
+    long accum[] = { 1 };
+    struct space_opts o = { .batch_min = 1, .batch_max = 4096, .batch_step = 1,
+                            .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1,
+                            .global_batch = 0, .world_size = 1, .use_model = 0 };
+    struct space sp;
+    char err[256];
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    space_seed(&sp, 1, 0, 1234, 1235);
+    struct sim s = { .base = 0, .per_off = 1, .cap = 1234 };
+    sim_run(&sp, &s, 0);
+    /* 1234 fits, 1235 fails, then only the measurement near 90% */
+    assert_int_equal(s.ran[0][0], 1234);
+    assert_int_equal(s.ran[1][0], 1235);
+    assert_int_equal(s.trials, 3);
+    assert_int_equal(search_max_fit(&sp.cells[0].search), 1234);
+    space_release(&sp);
+
+    /* a stale seed costs its two trials and the search goes on */
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    space_seed(&sp, 1, 0, 1234, 1235);
+    struct sim t = { .base = 0, .per_off = 1, .cap = 700 };
+    sim_run(&sp, &t, 0);
+    assert_int_equal(search_max_fit(&sp.cells[0].search), 700);
+    space_release(&sp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_global_batch_cells),
+        cmocka_unit_test(test_free_mode_shares_the_boundary),
+        cmocka_unit_test(test_checkpointing_only_where_needed),
+        cmocka_unit_test(test_seeds_confirm_in_two_trials),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

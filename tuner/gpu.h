@@ -1,0 +1,53 @@
+/*
+ * gpu: the controller's view of GPU memory during trials, on top of the
+ * NVML probe (probes/nvml.h).
+ *
+ * Life cycle: gpu_open() once before the first trial (it records each
+ * device's baseline: memory in use before we start anything); per trial
+ * gpu_trial_start(), gpu_tick() from the trial loop (samples at most every
+ * 100 ms), gpu_trial_peak() after it, gpu_settle() before the next one;
+ * gpu_release().  Without NVML (no driver, no GPU) every figure is
+ * unknown (-1) and nothing fails.
+ *
+ * A trial's peak_mem_bytes is the largest, over samples and devices, of
+ * the memory NVML attributes to the trial's processes on one device, or,
+ * where NVML cannot attribute memory to processes, of the device's use
+ * above its baseline.  It is per device because each rank lives on its
+ * own device and the smallest device is the limit: capacity is the
+ * smallest device's total.
+ */
+#ifndef AB_GPU_H
+#define AB_GPU_H
+
+#include <stdint.h>
+
+#define GPU_MAX 16
+
+struct nvml;
+
+struct gpu {
+    struct nvml *nv;          /**< NULL without NVML */
+    int n;                    /**< devices (at most GPU_MAX) */
+    uint64_t baseline[GPU_MAX];
+    int64_t peak;             /**< this trial's peak, -1 none yet */
+    double last;              /**< time of the last sample */
+    char fingerprint[1024];   /**< "NAME:TOTAL;..." or "no-gpu" */
+    char why[256];            /**< why NVML is not in use */
+};
+
+/** Open NVML (libpath NULL: libnvidia-ml.so.1) and take the baselines. */
+void gpu_open(struct gpu *g, const char *libpath);
+void gpu_trial_start(struct gpu *g);
+/** The trial loop's tick hook; ctx is the struct gpu. */
+void gpu_tick(void *ctx);
+/** This trial's peak: NVML's when it has one, else report_peak (-1 unknown). */
+int64_t gpu_trial_peak(const struct gpu *g, int64_t report_peak);
+/** Wait up to 10 s for memory to return to the baselines: 1 settled (or no NVML), 0 not. */
+int gpu_settle(struct gpu *g);
+/** The smallest device's total bytes, or -1. */
+double gpu_capacity(const struct gpu *g);
+/** Device i's name and total, for the results file; 0 or -1. */
+int gpu_info(const struct gpu *g, int i, const char **name, uint64_t *total);
+void gpu_release(struct gpu *g);
+
+#endif

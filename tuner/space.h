@@ -1,0 +1,91 @@
+/*
+ * space: the search space micro-batch x gradient accumulation x
+ * activation checkpointing, and the order in which its cells are tried.
+ *
+ * A cell is one (grad_accum, checkpointing) pair; each has its own
+ * micro-batch search (search.h).  What one trial shows is shared with the
+ * other cells as inferences, under two assumptions stated in the README:
+ * gradient accumulation does not change peak memory (gradients accumulate
+ * in place), and checkpointing never uses more memory than not.  So:
+ *   - a fit at micro m without checkpointing is a fit at m everywhere;
+ *   - a failure at m with checkpointing is a failure at m everywhere;
+ *   - otherwise results are shared between cells of the same
+ *     checkpointing setting.
+ * An inference never replaces a trial: a cell's own trials win, so a
+ * framework where accumulation does cost memory is caught by the first
+ * measurement that fails.
+ *
+ * Free mode (no global batch): each cell's boundary is searched (with
+ * the inferences, the second and later cells usually need none), then the
+ * cell's largest fit is measured, and one size near 90% of it, because
+ * the fastest micro-batch can sit below the largest (allocator pressure).
+ * Checkpointing is measured only at sizes that do not fit without it,
+ * unless checkpointing was asked for alone (--checkpointing on).
+ *
+ * Global-batch mode: micro = global / (grad_accum x world_size) must be a
+ * whole number within --batch; each such cell is one candidate, tried in
+ * order of increasing micro-batch so that one failure rules out every
+ * larger cell.
+ *
+ * Life cycle: space_init(); loop { space_next() -> run -> space_record() }
+ * until space_next() returns 0; read the cells; space_release().  Pure
+ * logic: no I/O.
+ */
+#ifndef AB_SPACE_H
+#define AB_SPACE_H
+
+#include <stddef.h>
+
+#include "search.h"
+
+enum cell_state {
+    CELL_SEARCHING,   /**< its boundary search runs */
+    CELL_MEASURING,   /**< boundary known; throughput points remain */
+    CELL_DONE,
+    CELL_SKIPPED,     /**< nothing to run (see skip_reason) */
+};
+
+struct cell {
+    long grad_accum;
+    int checkpointing;
+    long fixed_micro;        /**< global-batch mode: the one size; -1 in free mode */
+    struct search search;
+    enum cell_state state;
+    const char *skip_reason; /**< static text, for CELL_SKIPPED */
+    long seeds[2];           /**< sizes to try first (a cached boundary); -1 none */
+};
+
+struct space_opts {
+    long batch_min, batch_max, batch_step;
+    const long *grad_accum; size_t ngrad_accum;
+    int ckpt_off, ckpt_on;   /**< which checkpointing settings to search */
+    int ckpt_forced;         /**< measure checkpointing even where it is not needed */
+    long global_batch;       /**< <= 0: free mode */
+    long world_size;
+    int use_model;           /**< allow the memory model's jumps */
+};
+
+struct space {
+    struct space_opts o;
+    struct cell *cells;
+    size_t ncells;
+    size_t cur;              /**< the cell being worked on */
+};
+
+/**
+ * Build the cells.  Returns 0, or -1 with a reason (e.g. no cell of a
+ * global batch gives a whole micro-batch within the range).
+ */
+int space_init(struct space *sp, const struct space_opts *o, char *err, size_t errlen);
+void space_release(struct space *sp);
+
+/** The next trial: returns 1 with *cell and *micro set, 0 when all is done. */
+int space_next(struct space *sp, size_t *cell, long *micro);
+
+/** Record a trial's outcome for a cell; shares it with the other cells. */
+void space_record(struct space *sp, size_t cell, const struct search_obs *obs);
+
+/** Seed a cell with a cached boundary: its two sizes are tried first. */
+void space_seed(struct space *sp, long grad_accum, int checkpointing, long max_fit, long min_fail);
+
+#endif

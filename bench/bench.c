@@ -1,0 +1,794 @@
+/*
+ * bench: how many trials, how much GPU time, and how good an answer each
+ * micro-batch search needs on simulated memory curves.
+ *
+ * Everything runs in this process and is deterministic: a "trial" is a
+ * call that looks a size up on a curve and says whether it fits, what
+ * memory figure the controller would have seen (NVML peak for a fit, "in
+ * use + tried to allocate" from PyTorch's message for an OOM), and how
+ * many simulated GPU-seconds it cost.  No sleeping, no subprocesses.
+ *
+ * Compared: Lightning's scale_batch_size (power, binsearch), Accelerate's
+ * find_executable_batch_size (x0.9 now, x0.5 before 2025), a DeepSpeed-
+ * autotuning-style predictor, and autobatch's own search, driven through
+ * tuner/space.c exactly as tuner/main.c drives it.  bench/README.md says
+ * how the curves, costs and ground truth are defined and what the
+ * simulation leaves out.
+ *
+ * Usage: bench [--detail] [--check]
+ *   --detail  one block per curve: every trial of every algorithm
+ *   --check   exit 1 when a target of the project's search is missed
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "search.h"
+#include "space.h"
+
+#define MIB (1024.0 * 1024.0)
+#define NCURVES 40
+#define PER_FAMILY 8
+#define MAX_TRIALS 200          /* a guard: no algorithm here should come near it */
+
+/* Steps each tool runs per trial (see README "Costs"). */
+#define AB_STEPS 7              /* autobatch: --warmup 2 + --steps 5 (its defaults) */
+#define LIGHTNING_STEPS 3       /* scale_batch_size(steps_per_trial=3) */
+#define DEEPSPEED_STEPS 5       /* autotuning end_profile_step 5 */
+#define ACCEL_STEPS 7           /* the real training run; same window as autobatch */
+#define OOM_AT_FORWARD 0.3      /* fraction of a step an OOM at forward costs */
+#define SLOW_AT 0.90            /* above this share of capacity the allocator thrashes */
+
+/* ------------------------------------------------------------ hashing */
+
+/* splitmix64: the only source of "randomness"; every figure below is a
+ * function of a curve's seed and a small integer, so runs are identical. */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+/* A number in [0, 1) from (seed, k). */
+static double unit(uint64_t seed, uint64_t k)
+{
+    return (double)(mix(seed ^ mix(k)) >> 11) * 0x1.0p-53;
+}
+
+/* ------------------------------------------------------------ curves */
+
+enum family { F_AFFINE, F_ROUNDED, F_NOISY, F_NONMONO, F_SPIKE, NFAMILIES };
+
+static const char *const family_name[NFAMILIES] = {
+    "affine", "rounded", "noisy", "nonmono", "spike",
+};
+
+struct curve {
+    int id;
+    enum family fam;
+    uint64_t seed;
+    double cap;          /**< device total, bytes */
+    double base;         /**< weights, optimizer state, context: bytes at micro-batch 0 */
+    double slope;        /**< activation bytes per sample */
+    long range_max;      /**< the search range is 1..range_max */
+    double noise_amp;    /**< smooth jitter, a fraction of slope*m (noisy family) */
+    double meas_under;   /**< NVML may read up to this share of activations low */
+    long dip[4];         /**< sizes above the first failure that fit anyway */
+    int ndips;
+    int spike_step;      /**< 1-based step of the long batch; 0 none */
+    double spike_mult;   /**< its activations, relative to a normal step */
+    double startup_s;    /**< process start, model load, compile */
+    double t0, t1;       /**< step time t0 + t1*m seconds ... */
+    double slow;         /**< ... times this above SLOW_AT of capacity */
+    /* ground truth */
+    long truth;          /**< largest m with every m' <= m fitting */
+    long opt_m;          /**< fastest safe size */
+    double opt_speed;
+};
+
+/* What the caching allocator reserves for one request (FACTS.md):
+ * small requests come from 2 MiB segments, medium ones from 20 MiB
+ * segments, large ones are rounded up to 2 MiB. */
+static double alloc_round(double bytes)
+{
+    if (bytes <= 0)
+        return 0;
+    if (bytes < 1 * MIB)
+        return 2 * MIB;
+    if (bytes < 10 * MIB)
+        return 20 * MIB;
+    return ceil(bytes / (2 * MIB)) * 2 * MIB;
+}
+
+/* Smooth jitter in [-amp, amp]: value noise over 4*log2(m), linearly
+ * interpolated.  Smooth on purpose: its slope stays well under the
+ * curve's own, so fit/fail stays monotone and the ground truth is
+ * findable; what it breaks is the straight line a model assumes. */
+static double smooth_noise(const struct curve *c, long m)
+{
+    if (c->noise_amp <= 0)
+        return 0;
+    double x = 4.0 * log2((double)m);
+    double k = floor(x), f = x - k;
+    double v0 = 2 * unit(c->seed, 1000 + (uint64_t)k) - 1;
+    double v1 = 2 * unit(c->seed, 1001 + (uint64_t)k) - 1;
+    return c->noise_amp * (v0 + (v1 - v0) * f);
+}
+
+static int is_dip(const struct curve *c, long m)
+{
+    for (int i = 0; i < c->ndips; i++)
+        if (c->dip[i] == m)
+            return 1;
+    return 0;
+}
+
+/* Peak device memory of one step at micro-batch m: the activations are
+ * one allocation at forward, rounded like the allocator. */
+static double need_step(const struct curve *c, long m, int spike)
+{
+    if (is_dip(c, m)) {
+        /* A size that, against the trend, fits: just under capacity. */
+        return c->base + (floor((c->cap - c->base) / (2 * MIB)) - 1) * 2 * MIB;
+    }
+    double act = c->slope * (double)m * (1 + smooth_noise(c, m));
+    if (spike)
+        act *= c->spike_mult;
+    return c->base + alloc_round(act);
+}
+
+/* Whether m survives a whole training run (the long batch included). */
+static int fits_training(const struct curve *c, long m)
+{
+    if (need_step(c, m, 0) > c->cap)
+        return 0;
+    return !c->spike_step || need_step(c, m, 1) <= c->cap;
+}
+
+static double step_time(const struct curve *c, long m)
+{
+    double t = c->t0 + c->t1 * (double)m;
+    if (need_step(c, m, 0) > SLOW_AT * c->cap)
+        t *= c->slow; /* free-and-retry in the allocator */
+    return t;
+}
+
+static double speed(const struct curve *c, long m)
+{
+    return (double)m / step_time(c, m);
+}
+
+static long first_failure(const struct curve *c)
+{
+    for (long m = 1; m <= c->range_max; m++)
+        if (!fits_training(c, m))
+            return m;
+    return -1;
+}
+
+static void curve_truth(struct curve *c)
+{
+    long f = first_failure(c);
+    c->truth = f < 0 ? c->range_max : f - 1;
+    c->opt_m = -1;
+    c->opt_speed = 0;
+    for (long m = 1; m <= c->truth; m++)
+        if (speed(c, m) > c->opt_speed) {
+            c->opt_speed = speed(c, m);
+            c->opt_m = m;
+        }
+}
+
+static long pow2_at_least(double v)
+{
+    long p = 1;
+    while ((double)p < v)
+        p *= 2;
+    return p;
+}
+
+/*
+ * Curve i: family i / 8; within a family the target max-fit T runs
+ * log-uniformly over 3..4000 (20..4000 for "rounded"), one stratum per
+ * curve, so every family covers tiny and huge boundaries.
+ */
+static void curve_make(struct curve *c, int i)
+{
+    static const double caps_gb[8] = { 16, 24, 32, 40, 48, 80, 94, 141 };
+    memset(c, 0, sizeof *c);
+    c->id = i + 1;
+    c->fam = (enum family)(i / PER_FAMILY);
+    int k = i % PER_FAMILY;
+    uint64_t s = c->seed = mix(0xab0000ULL + (uint64_t)i);
+
+    double tlo = c->fam == F_ROUNDED ? 20 : 3;
+    double T = tlo * pow(4000.0 / tlo, (k + unit(s, 1)) / PER_FAMILY);
+    c->cap = caps_gb[(k * 3 + c->fam) % 8] * 1e9;
+    c->base = (0.05 + 0.65 * unit(s, 2)) * c->cap;
+
+    /* The range: 1..a power of two at least 1.5 T, sometimes wider. */
+    c->range_max = pow2_at_least(1.5 * T) << (mix(s + 3) % 3);
+    if (c->range_max < 512)
+        c->range_max = 512;
+    if (c->range_max > 8192)
+        c->range_max = 8192;
+    int bounded = k == 5 && (c->fam == F_AFFINE || c->fam == F_ROUNDED);
+    if (bounded) {
+        /* Everything in the range fits: the answer is the range's top. */
+        c->range_max = 512;
+        T = fmax(T, 700);
+    }
+
+    switch (c->fam) {
+    case F_AFFINE:
+    case F_NOISY:
+    case F_NONMONO:
+        c->slope = (c->cap - c->base) / (T + 0.5);
+        break;
+    case F_ROUNDED: {
+        /* A few hundred KiB to 1.5 MiB per sample: the 2 MiB blocks make
+         * a staircase, and small batches land in 20 MiB segments. */
+        double per = (0.3 + 1.2 * unit(s, 4)) * MIB;
+        if (per * T < 40 * MIB)
+            per = 40 * MIB / T;
+        c->slope = per;
+        c->base = c->cap - per * (T + 0.5);
+        break;
+    }
+    case F_SPIKE:
+        c->spike_mult = 1.2 + 0.5 * unit(s, 5);
+        c->spike_step = 2 + (int)(mix(s + 6) % 6); /* steps 2..7 */
+        c->slope = (c->cap - c->base) / ((T + 0.5) * c->spike_mult);
+        break;
+    default:
+        break;
+    }
+    if (c->fam == F_NOISY) {
+        c->noise_amp = 0.02 + 0.03 * unit(s, 7);
+        c->meas_under = 0.01;
+    }
+    if (c->fam == F_NONMONO) {
+        long f0 = first_failure(c);
+        unsigned mask = (unsigned)(mix(s + 8) % 15) + 1; /* a non-empty subset of +1..+4 */
+        for (int d = 1; d <= 4; d++)
+            if ((mask >> (d - 1)) & 1u && f0 > 0 && f0 + d <= c->range_max)
+                c->dip[c->ndips++] = f0 + d;
+    }
+
+    c->startup_s = 20 + 40 * unit(s, 9);
+    double t_at_T = 0.3 + 1.7 * unit(s, 10);
+    c->t0 = t_at_T * (0.05 + 0.35 * unit(s, 11));
+    c->t1 = (t_at_T - c->t0) / T;
+    c->slow = 1.15 + 0.15 * unit(s, 12);
+    curve_truth(c);
+}
+
+/* ------------------------------------------------------------ trials */
+
+struct trial {
+    long m;
+    int fit;
+    int oom_step;      /**< 0 for a fit */
+    double need;       /**< what the controller sees: peak, or in use + tried */
+    double speed;      /**< samples/s measured (fits only) */
+    char how;          /**< autobatch only: S start, R ramp, B bisect, M model, T retest, P measure */
+};
+
+struct run {
+    const char *alg;
+    struct trial t[MAX_TRIALS];
+    int n;
+    int guard_hit;
+    double launch_s;   /**< every trial a fresh launch */
+    double native_s;   /**< the tool's own protocol (in-process ones start once) */
+    long max_fit;      /**< the algorithm's answer to "largest size that fits"; -1 none */
+    long choice;       /**< the size it would train with; -1 none */
+};
+
+/* Run m for `steps` steps on curve c and book the cost.  in_process:
+ * the tool retries inside one process, so start-up is paid once. */
+static const struct trial *run_trial(struct run *r, const struct curve *c, long m, int steps,
+                                     int in_process)
+{
+    if (r->n >= MAX_TRIALS) {
+        r->guard_hit = 1;
+        return NULL;
+    }
+    struct trial *t = &r->t[r->n];
+    memset(t, 0, sizeof *t);
+    t->m = m;
+    double st = step_time(c, m), cost;
+    double normal = need_step(c, m, 0);
+    int spike_seen = c->spike_step > 0 && c->spike_step <= steps;
+    if (normal > c->cap) {
+        /* OOM at the first forward: in use = base, tried = the rounded
+         * activation allocation, so in use + tried = need_step. */
+        t->oom_step = 1;
+        t->need = normal;
+        cost = OOM_AT_FORWARD * st;
+    } else if (spike_seen && need_step(c, m, 1) > c->cap) {
+        /* The long batch: the steps before it ran, then the OOM. */
+        t->oom_step = c->spike_step;
+        t->need = need_step(c, m, 1);
+        cost = (c->spike_step - 1 + OOM_AT_FORWARD) * st;
+    } else {
+        t->fit = 1;
+        double peak = spike_seen ? fmax(normal, need_step(c, m, 1)) : normal;
+        /* NVML is polled: on noisy curves it may miss up to 1% of the
+         * activations' peak (never reads high). */
+        peak -= c->meas_under * unit(c->seed, 7000 + (uint64_t)m) * (peak - c->base);
+        t->need = peak;
+        t->speed = speed(c, m);
+        cost = steps * st;
+    }
+    r->launch_s += c->startup_s + cost;
+    r->native_s += (in_process && r->n > 0 ? 0 : c->startup_s) + cost;
+    r->n++;
+    return t;
+}
+
+static void run_init(struct run *r, const char *alg)
+{
+    memset(r, 0, sizeof *r);
+    r->alg = alg;
+    r->max_fit = r->choice = -1;
+}
+
+/* ------------------------------------------------------------ anchors */
+
+/*
+ * Lightning Tuner.scale_batch_size(mode="power"), _run_power_scaling:
+ * from init_val 2, double after a fit; after an OOM halve and stop if
+ * anything had fitted; at most max_trials 25.  max_val (Lightning's new
+ * cap on the size) is the range's top: a doubling that would pass it
+ * stops at it, and an unchanged size ends the loop.
+ */
+static void alg_lightning_power(struct run *r, const struct curve *c)
+{
+    run_init(r, "Lightning power");
+    long size = 2;
+    int any_success = 0;
+    for (int i = 0; i < 25 && size >= 1; i++) {
+        const struct trial *t = run_trial(r, c, size, LIGHTNING_STEPS, 1);
+        if (!t)
+            break;
+        if (t->fit) {
+            long next = size * 2 > c->range_max ? c->range_max : size * 2;
+            int changed = next != size;
+            size = next;
+            if (!changed)
+                break;
+            any_success = 1;
+        } else {
+            size = (long)((double)size * 0.5);
+            if (any_success)
+                break;
+        }
+    }
+    r->max_fit = r->choice = size >= 1 ? size : -1;
+}
+
+/*
+ * Lightning mode="binsearch", _run_binary_scaling: double from 2 until an
+ * OOM, then bisect between the last fit (low) and the failure (high);
+ * stop when high - low <= 1; count only fits against max_trials 25.  The
+ * searched size is the max-fit; Lightning then keeps a 5% margin
+ * (PR #21163: margin=0.05 applies to binsearch only): it trains with
+ * int(found * 0.95), at least 1.
+ */
+static void alg_lightning_binsearch(struct run *r, const struct curve *c)
+{
+    run_init(r, "Lightning binsearch");
+    long size = 2, low = 1, high = 0;
+    int count = 0;
+    for (;;) {
+        const struct trial *t = run_trial(r, c, size, LIGHTNING_STEPS, 1);
+        if (!t)
+            break;
+        if (t->fit) {
+            if (++count > 25)
+                break;
+            low = size;
+            long next;
+            if (high) {
+                if (high - low <= 1)
+                    break;
+                next = (high + low) / 2;
+            } else {
+                next = size * 2;
+            }
+            if (next > c->range_max)
+                next = c->range_max;
+            int changed = next != size;
+            size = next;
+            if (!changed)
+                break;
+        } else {
+            high = size;
+            size = (high + low) / 2;
+            if (high - low <= 1)
+                break;
+        }
+    }
+    r->max_fit = size;
+    long used = (long)((double)size * 0.95);
+    r->choice = used < 1 ? 1 : used;
+}
+
+/*
+ * Accelerate find_executable_batch_size: start at the range's top and
+ * rerun the whole function on OOM with int(size * 0.9) (since 2025) or
+ * size // 2 (before); the first size that runs is the answer.  The
+ * "trial" is the real training run, so it runs the full window and sees
+ * every long batch; the retries happen in one process.
+ */
+static void alg_accelerate(struct run *r, const struct curve *c, int halve)
+{
+    run_init(r, halve ? "Accelerate x0.5 (<2025)" : "Accelerate x0.9");
+    long b = c->range_max;
+    while (b > 0) {
+        const struct trial *t = run_trial(r, c, b, ACCEL_STEPS, 1);
+        if (!t)
+            break;
+        if (t->fit) {
+            r->max_fit = r->choice = b;
+            return;
+        }
+        b = halve ? b / 2 : (long)((double)b * 0.9);
+    }
+}
+
+/*
+ * DeepSpeed-autotuning style: one profiling run at micro-batch 1; model
+ * states are known (DeepSpeed computes them from the parameter count and
+ * ZeRO stage: here the curve's base), so activation memory per sample is
+ * peak(1) - base.  Prediction: floor((capacity - base) / per-sample).
+ * Probe int(1.05 p), p and int(0.95 p) (clamped to the range, distinct);
+ * the largest that fits is the max-fit; if none fits, bisect between 1
+ * and the smallest failing probe.  Each experiment is its own launch and
+ * runs to end_profile_step 5.  The choice: go through the measured fits
+ * by increasing size; a larger one replaces the best only if it is at
+ * least 5% faster.
+ */
+static void alg_deepspeed(struct run *r, const struct curve *c)
+{
+    run_init(r, "DeepSpeed-style");
+    const struct trial *p1 = run_trial(r, c, 1, DEEPSPEED_STEPS, 0);
+    if (!p1 || !p1->fit)
+        return;
+    double per = p1->need - c->base;
+    long pred = per > 0 ? (long)floor((c->cap - c->base) / per) : c->range_max;
+    if (pred < 1)
+        pred = 1;
+    if (pred > c->range_max)
+        pred = c->range_max;
+    long probes[3] = { (long)((double)pred * 1.05), pred, (long)((double)pred * 0.95) };
+    long lo = 1, hi = -1;
+    for (int i = 0; i < 3; i++) {
+        long v = probes[i] < 1 ? 1 : probes[i] > c->range_max ? c->range_max : probes[i];
+        int dup = v == 1; /* the profile run already measured 1 */
+        for (int j = 0; j < r->n; j++)
+            dup |= r->t[j].m == v;
+        if (dup)
+            continue;
+        const struct trial *t = run_trial(r, c, v, DEEPSPEED_STEPS, 0);
+        if (!t)
+            return;
+        if (t->fit && v > lo)
+            lo = v;
+        if (!t->fit && (hi < 0 || v < hi))
+            hi = v;
+    }
+    int probe_fit = 0;
+    for (int j = 1; j < r->n; j++)
+        probe_fit |= r->t[j].fit;
+    if (!probe_fit && hi > 0) {
+        while (hi - lo > 1) {
+            long mid = (lo + hi) / 2;
+            const struct trial *t = run_trial(r, c, mid, DEEPSPEED_STEPS, 0);
+            if (!t)
+                break;
+            if (t->fit)
+                lo = mid;
+            else
+                hi = mid;
+        }
+    }
+    r->max_fit = lo;
+    /* Throughput rule over the experiments (the profile run only when
+     * nothing else fitted), by increasing size. */
+    long best = -1;
+    double best_speed = 0;
+    for (long m = 1; m <= c->range_max; m++) {
+        for (int j = 0; j < r->n; j++) {
+            const struct trial *t = &r->t[j];
+            if (t->m != m || !t->fit || (j == 0 && probe_fit))
+                continue;
+            if (best < 0 || t->speed >= 1.05 * best_speed) {
+                best = m;
+                best_speed = t->speed;
+            }
+            break;
+        }
+    }
+    r->choice = best;
+}
+
+/* ------------------------------------------------------------ autobatch */
+
+/*
+ * The project's search through tuner/space.c, one cell in free mode,
+ * driven like tuner/main.c: space_next, run, space_record with the
+ * memory figure the trial produced.  The choice mirrors ab_choose() with
+ * --headroom 0: the fastest measured fit; speeds within 1% of each other
+ * are a tie that goes to the smaller measured memory.  Like ab_choose it
+ * looks at every fitting trial, including any fit above a failure.
+ */
+static void alg_autobatch(struct run *r, const struct curve *c)
+{
+    run_init(r, "autobatch");
+    long accum[1] = { 1 };
+    struct space_opts so = {
+        .batch_min = 1, .batch_max = c->range_max, .batch_step = 1,
+        .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1, .ckpt_on = 0,
+        .ckpt_forced = 0, .global_batch = 0, .world_size = 1, .use_model = 1,
+    };
+    struct space sp;
+    char err[256];
+    if (space_init(&sp, &so, err, sizeof err)) {
+        fprintf(stderr, "bench: space_init: %s\n", err);
+        exit(2);
+    }
+    size_t ci;
+    long v;
+    while (space_next(&sp, &ci, &v)) {
+        static const char hows[] = { 'S', 'R', 'B', 'M', 'T' };
+        const struct cell *cell = &sp.cells[ci];
+        char how = cell->state == CELL_SEARCHING ? hows[cell->search.last_how] : 'P';
+        struct trial *t = (struct trial *)run_trial(r, c, v, AB_STEPS, 0);
+        if (!t)
+            break;
+        t->how = how;
+        struct search_obs obs = { v, t->fit, t->need, c->cap };
+        space_record(&sp, ci, &obs);
+    }
+    r->max_fit = search_max_fit(&sp.cells[0].search);
+    long best = -1;
+    for (int i = 0; i < r->n; i++) {
+        const struct trial *t = &r->t[i];
+        if (!t->fit)
+            continue;
+        if (best < 0) {
+            best = i;
+            continue;
+        }
+        const struct trial *b = &r->t[best];
+        int tie = t->speed <= b->speed * 1.01 && b->speed <= t->speed * 1.01;
+        if (tie ? t->need < b->need : t->speed > b->speed)
+            best = i;
+    }
+    r->choice = best >= 0 ? r->t[best].m : -1;
+    space_release(&sp);
+}
+
+/* ------------------------------------------------------------ scoring */
+
+enum { A_POWER, A_BINSEARCH, A_ACCEL9, A_ACCEL5, A_DEEPSPEED, A_AUTOBATCH, NALGS };
+
+/* Algorithms that do not try to land on the exact max-fit. */
+static const int not_exact_aim[NALGS] = { 1, 0, 1, 1, 1, 0 };
+
+static void run_all(struct run *runs, const struct curve *c)
+{
+    alg_lightning_power(&runs[A_POWER], c);
+    alg_lightning_binsearch(&runs[A_BINSEARCH], c);
+    alg_accelerate(&runs[A_ACCEL9], c, 0);
+    alg_accelerate(&runs[A_ACCEL5], c, 1);
+    alg_deepspeed(&runs[A_DEEPSPEED], c);
+    alg_autobatch(&runs[A_AUTOBATCH], c);
+}
+
+/* Throughput of the choice over the best safe throughput; 0 when the
+ * choice is unsafe (above the true max-fit: the run OOMs or sits above a
+ * failing size) or there is none. */
+static double score(const struct run *r, const struct curve *c)
+{
+    if (r->choice < 1 || r->choice > c->truth)
+        return 0;
+    return speed(c, r->choice) / c->opt_speed;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void print_sequence(const struct run *r, int with_how)
+{
+    for (int i = 0; i < r->n; i++) {
+        const struct trial *t = &r->t[i];
+        if (with_how)
+            printf(" %c:%ld", t->how, t->m);
+        else
+            printf(" %ld", t->m);
+        if (t->fit)
+            putchar('+');
+        else if (t->oom_step > 1)
+            printf("!%d", t->oom_step);
+        else
+            putchar('x');
+    }
+}
+
+static void print_curve_head(const struct curve *c)
+{
+    printf("#%02d %-7s cap %3.0f GB  base %4.1f%%  %s/sample  range 1:%-5ld  truth %ld  "
+           "optimum %ld", c->id, family_name[c->fam], c->cap / 1e9, 100 * c->base / c->cap,
+           c->slope >= 1e9 ? "GB" : "MB", c->range_max, c->truth, c->opt_m);
+    (void)0;
+    if (c->spike_step)
+        printf("  spike step %d x%.2f", c->spike_step, c->spike_mult);
+    if (c->ndips) {
+        printf("  fits anyway:");
+        for (int i = 0; i < c->ndips; i++)
+            printf(" %ld", c->dip[i]);
+    }
+    if (c->noise_amp > 0)
+        printf("  jitter %.1f%%", 100 * c->noise_amp);
+    putchar('\n');
+}
+
+static void print_detail(const struct curve *c, const struct run *runs)
+{
+    print_curve_head(c);
+    printf("    %.3g %s per sample, start-up %.0fs, step %.3f+%.2gm s, slowdown x%.2f above "
+           "90%%\n", c->slope >= 1e9 ? c->slope / 1e9 : c->slope / 1e6,
+           c->slope >= 1e9 ? "GB" : "MB", c->startup_s, c->t0, c->t1, c->slow);
+    for (int a = 0; a < NALGS; a++) {
+        const struct run *r = &runs[a];
+        printf("    %-24s %3d trials %6.3f GPU-h  max-fit %5ld%s  choice %5ld%s  thr %.3f |",
+               r->alg, r->n, r->launch_s / 3600, r->max_fit,
+               r->max_fit == c->truth ? " exact" : "      ", r->choice,
+               r->choice > c->truth ? " UNSAFE" : "       ", score(r, c));
+        print_sequence(r, a == A_AUTOBATCH);
+        putchar('\n');
+    }
+}
+
+int main(int argc, char **argv)
+{
+    int detail = 0, check = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--detail")) {
+            detail = 1;
+        } else if (!strcmp(argv[i], "--check")) {
+            check = 1;
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: bench [--detail] [--check]\n"
+                   "  --detail  every trial of every algorithm on every curve\n"
+                   "  --check   exit 1 when a target of the project's search is missed\n");
+            return 0;
+        } else {
+            fprintf(stderr, "bench: unknown option '%s'; try 'bench --help'\n", argv[i]);
+            return 2;
+        }
+    }
+
+    static struct curve curves[NCURVES];
+    static struct run runs[NCURVES][NALGS];
+    for (int i = 0; i < NCURVES; i++) {
+        curve_make(&curves[i], i);
+        if (curves[i].truth < 1) {
+            fprintf(stderr, "bench: curve %d has no fitting size; fix the generator\n", i + 1);
+            return 2;
+        }
+        run_all(runs[i], &curves[i]);
+    }
+
+    printf("autobatch search bench: %d simulated memory curves (%d per family: %s, %s, %s, "
+           "%s, %s)\n", NCURVES, PER_FAMILY, family_name[0], family_name[1], family_name[2],
+           family_name[3], family_name[4]);
+    long tmin = -1, tmax = 0;
+    for (int i = 0; i < NCURVES; i++) {
+        if (tmin < 0 || curves[i].truth < tmin)
+            tmin = curves[i].truth;
+        if (curves[i].truth > tmax)
+            tmax = curves[i].truth;
+    }
+    printf("true max-fit %ld..%ld; ranges 1:512..1:8192; capacities 16..141 GB\n\n", tmin, tmax);
+
+    if (detail) {
+        printf("per curve (trials: size then + fit, x OOM at forward, !k OOM at step k;\n"
+               "autobatch's trials are tagged S start, R ramp, M model, B bisect, T re-test, "
+               "P throughput point)\n\n");
+        for (int i = 0; i < NCURVES; i++) {
+            print_detail(&curves[i], runs[i]);
+            putchar('\n');
+        }
+    }
+
+    printf("%-24s %7s %6s %4s %8s %8s %8s %7s %8s %8s\n", "algorithm", "trials", "mean",
+           "max", "GPU-h", "GPU-h", "exact", "unsafe", "thr/opt", "thr/opt");
+    printf("%-24s %7s %6s %4s %8s %8s %8s %7s %8s %8s\n", "", "median", "", "", "launch",
+           "native", "max-fit", "choice", "median", "min");
+    double med_trials[NALGS];
+    int exact[NALGS];
+    for (int a = 0; a < NALGS; a++) {
+        double tr[NCURVES], sc[NCURVES], sum = 0, hl = 0, hn = 0;
+        int mx = 0, unsafe = 0;
+        exact[a] = 0;
+        for (int i = 0; i < NCURVES; i++) {
+            const struct run *r = &runs[i][a];
+            tr[i] = r->n;
+            sum += r->n;
+            if (r->n > mx)
+                mx = r->n;
+            hl += r->launch_s / 3600;
+            hn += r->native_s / 3600;
+            exact[a] += r->max_fit == curves[i].truth;
+            unsafe += r->choice > curves[i].truth;
+            sc[i] = score(r, &curves[i]);
+        }
+        med_trials[a] = median(tr, NCURVES);
+        double smin = sc[0];
+        for (int i = 1; i < NCURVES; i++)
+            smin = fmin(smin, sc[i]);
+        char ex[16];
+        snprintf(ex, sizeof ex, "%d/%d%s", exact[a], NCURVES, not_exact_aim[a] ? "*" : "");
+        printf("%-24s %7.1f %6.2f %4d %8.2f %8.2f %8s %7d %8.3f %8.3f\n", runs[0][a].alg,
+               med_trials[a], sum / NCURVES, mx, hl, hn, ex, unsafe, median(sc, NCURVES), smin);
+    }
+    printf("\n* does not aim at the exact max-fit (power: powers of two; Accelerate: first fit "
+           "going down\n  by x0.9 or x0.5 from the top; DeepSpeed-style: +-5%% around one "
+           "prediction).\n"
+           "GPU-h launch: every trial a fresh process (start-up each time); native: Lightning "
+           "and\n  Accelerate retry in one process and pay start-up once.  Lightning's max-fit "
+           "is the\n  size it searched; it trains with int(0.95 x that).  thr/opt: throughput of "
+           "the chosen\n  size over the best safe size; an unsafe choice (above the true "
+           "max-fit) scores 0.\n\n");
+
+    /* ---- the targets */
+    double ratio = med_trials[A_AUTOBATCH] / med_trials[A_BINSEARCH];
+    int ok_trials = ratio <= 0.5, ok_exact = exact[A_AUTOBATCH] == NCURVES;
+    printf("autobatch median trials / Lightning binsearch median trials = %.1f / %.1f = %.2f\n",
+           med_trials[A_AUTOBATCH], med_trials[A_BINSEARCH], ratio);
+    printf("target: median trials at most half of Lightning binsearch's: %s\n",
+           ok_trials ? "met" : "MISSED");
+    printf("target: exact max-fit on all curves: %s (%d/%d)\n", ok_exact ? "met" : "MISSED",
+           exact[A_AUTOBATCH], NCURVES);
+
+    /* ---- where the project's search is not exact, slow, or loses speed */
+    int shown = 0;
+    for (int i = 0; i < NCURVES; i++) {
+        const struct curve *c = &curves[i];
+        const struct run *ab = &runs[i][A_AUTOBATCH], *bs = &runs[i][A_BINSEARCH];
+        int inexact = ab->max_fit != c->truth, slow = ab->n > bs->n;
+        double sc = score(ab, c);
+        if (!inexact && !slow && sc >= 0.95 && !ab->guard_hit)
+            continue;
+        if (!shown++)
+            printf("\nautobatch: curves not exact, slower than Lightning binsearch, or below "
+                   "0.95 of the best throughput:\n");
+        printf("  #%02d %-7s truth %ld, found %ld%s; %d trials (binsearch %d); choice %ld "
+               "(optimum %ld) thr %.3f%s\n      trials:", c->id, family_name[c->fam], c->truth,
+               ab->max_fit, inexact ? " NOT EXACT" : "", ab->n, bs->n, ab->choice, c->opt_m, sc,
+               ab->guard_hit ? "; stopped by the trial guard" : "");
+        print_sequence(ab, 1);
+        putchar('\n');
+    }
+    if (!shown)
+        printf("\nautobatch: exact, no slower than Lightning binsearch, and within 0.95 of the "
+               "best throughput on every curve\n");
+    return check && !(ok_trials && ok_exact) ? 1 : 0;
+}

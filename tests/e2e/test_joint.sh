@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# The joint search on simtrain: at a fixed global batch the fastest cell is
+# not the one with the largest micro-batch, in about one trial per cell;
+# in free mode throughput peaks below the largest fit; --headroom; the
+# warm start; NVML figures through the fake library.
+source "$(dirname "$0")/lib.sh"
+
+# --- fixed global batch, 4 accumulations x checkpointing both
+"$AUTOBATCH" --quiet --global-batch 256 --grad-accum 1,2,4,8 --checkpointing both \
+  --json "$WORK/g.json" -- "$SIMTRAIN" --capacity 24G >"$WORK/g.out" 2>&1 || fail "global: exit $?"
+assert_eq 8 "$(jqr '.max_fit | length' "$WORK/g.json")" "global: cells"
+# every trial keeps micro x accum = 256
+assert_eq 0 "$(jqr '[.trials[] | select(.micro_batch * .grad_accum != 256)] | length' "$WORK/g.json")" \
+  "global: a trial broke the global batch"
+# about one trial per cell: never two trials of one cell, never more than the cells
+assert_eq 0 "$(jqr '[.max_fit[] | select(.trials > 1)] | length' "$WORK/g.json")" "global: a cell ran twice"
+[ "$(jqr '.summary.trials' "$WORK/g.json")" -le 8 ] || fail "global: more trials than cells"
+# the choice is the measured-fastest fit, and it is not the largest micro-batch that fits
+jq -e '([.trials[] | select(.outcome == "fit") | .samples_per_s] | max) as $m
+       | .best.samples_per_s * 1.01 >= $m' "$WORK/g.json" >/dev/null || fail "global: not the fastest"
+big=$(jqr '[.trials[] | select(.outcome == "fit") | .micro_batch] | max' "$WORK/g.json")
+[ "$(jqr '.best.micro_batch' "$WORK/g.json")" -lt "$big" ] || fail "global: chose the largest micro-batch"
+# checkpointing was not measured where the size fits without it
+assert_eq 0 "$(jqr '[.trials[] | select(.checkpointing and .micro_batch <= 64)] | length' "$WORK/g.json")" \
+  "global: checkpointing measured where not needed"
+grep -q "fits without checkpointing" "$WORK/g.json" || fail "global: no skip reason"
+assert_eq 256 "$(jqr '.space.global_batch' "$WORK/g.json")" "global: space.global_batch"
+pass "global batch: best $(jqr '.best | "\(.micro_batch)x\(.grad_accum) ckpt=\(.checkpointing)"' "$WORK/g.json") in $(jqr '.summary.trials' "$WORK/g.json") trials"
+
+# --- free mode: the fastest micro-batch sits below the largest fit
+"$AUTOBATCH" --quiet --json "$WORK/f.json" -- "$SIMTRAIN" --capacity 24G >"$WORK/f.out" 2>&1 \
+  || fail "free: exit $?"
+mf=$(jqr '.max_fit[0].micro_batch' "$WORK/f.json")
+assert_eq "$("$SIMTRAIN" --capacity 24G --max_steps 7 --print-max)" "$mf" "free: max fit"
+[ "$(jqr '.best.micro_batch' "$WORK/f.json")" -lt "$mf" ] || fail "free: best is the largest fit"
+[ "$(jqr '.frontier | length' "$WORK/f.json")" -ge 2 ] || fail "free: frontier too small"
+pass "free mode: largest fit $mf, fastest $(jqr '.best.micro_batch' "$WORK/f.json")"
+
+# --- headroom: a choice that leaves 30% free, judged by the memory line
+"$AUTOBATCH" --quiet --no-cache --headroom 30 --json "$WORK/h.json" -- "$SIMTRAIN" --capacity 24G >/dev/null 2>&1 \
+  || fail "headroom: exit $?"
+# simtrain: need(m) = 4 GiB + m x 256 MiB <= 70% of 24 GiB  ->  m <= 51
+[ "$(jqr '.best.micro_batch' "$WORK/h.json")" -le 51 ] || fail "headroom: chose $(jqr '.best.micro_batch' "$WORK/h.json")"
+assert_eq 0.3 "$(jqr '.space.headroom' "$WORK/h.json")" "headroom in the results"
+pass "headroom 30%: chose $(jqr '.best.micro_batch' "$WORK/h.json")"
+
+# --- warm start: the same command again confirms the boundary in two trials
+"$AUTOBATCH" --quiet --batch 1:4096 --json "$WORK/w1.json" -- "$SIMTRAIN" --capacity 80G >/dev/null 2>&1 \
+  || fail "warm 1: exit $?"
+"$AUTOBATCH" --batch 1:4096 --json "$WORK/w2.json" -- "$SIMTRAIN" --capacity 80G >/dev/null 2>"$WORK/w2.err" \
+  || fail "warm 2: exit $?"
+grep -q "warm start" "$WORK/w2.err" || fail "warm 2: no warm start"
+assert_eq "$(jqr '.max_fit[0].micro_batch' "$WORK/w1.json")" "$(jqr '.max_fit[0].micro_batch' "$WORK/w2.json")" \
+  "warm: same boundary"
+[ "$(jqr '.summary.trials' "$WORK/w2.json")" -le 3 ] || fail "warm: $(jqr '.summary.trials' "$WORK/w2.json") trials"
+"$AUTOBATCH" --quiet --no-cache --batch 1:4096 --json "$WORK/w3.json" -- "$SIMTRAIN" --capacity 80G \
+  >/dev/null 2>&1 || fail "no-cache: exit $?"
+[ "$(jqr '.summary.trials' "$WORK/w3.json")" -gt 3 ] || fail "--no-cache still used the cache"
+# a changed command is a different key: no warm start
+"$AUTOBATCH" --batch 1:4096 --json "$WORK/w4.json" -- "$SIMTRAIN" --capacity 40G >/dev/null 2>"$WORK/w4.err" \
+  || fail "warm 4: exit $?"
+if grep -q "warm start" "$WORK/w4.err"; then fail "a different command used the cache"; fi
+pass "warm start: $(jqr '.summary.trials' "$WORK/w1.json") trials, then $(jqr '.summary.trials' "$WORK/w2.json")"
+
+# --- NVML through the fake library: GPUs in the results, peaks measured
+AUTOBATCH_NVML_LIB="$FAKE_NVML_LIB" FAKE_NVML_USED=1073741824 FAKE_NVML_TOTAL=80G \
+  "$AUTOBATCH" --quiet --batch 1:64 --json "$WORK/n.json" -- "$SIMTRAIN" --capacity 8G >/dev/null 2>&1 \
+  || fail "nvml: exit $?"
+assert_eq "NVIDIA H100 80GB HBM3" "$(jqr '.host.gpus[0].name' "$WORK/n.json")" "nvml: GPU name"
+assert_eq 85899345920 "$(jqr '.host.gpus[0].memory_total_bytes' "$WORK/n.json")" "nvml: GPU memory"
+assert_eq 0 "$(jqr '[.trials[] | select(.outcome == "fit" and .peak_mem_bytes == null)] | length' "$WORK/n.json")" \
+  "nvml: a fit without a peak"
+# without a driver the same figures are null, and nothing fails
+AUTOBATCH_NVML_LIB=/nonexistent/libnvidia-ml.so.1 "$AUTOBATCH" --quiet --batch 1:8 --json "$WORK/nn.json" \
+  -- "$SIMTRAIN" --capacity 8G >/dev/null 2>&1 || fail "no nvml: exit $?"
+assert_eq 0 "$(jqr '.host.gpus | length' "$WORK/nn.json")" "no nvml: gpus"
+assert_eq null "$(jqr '.best.peak_mem_bytes' "$WORK/nn.json")" "no nvml: peak"
+pass "NVML: fake GPU seen, peaks recorded; none without a driver"
+assert_no_leftovers

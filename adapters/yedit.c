@@ -1015,7 +1015,11 @@ static size_t value_start(const char *d, const struct yev *v)
         return p;
     while (p < end) {
         char c = d[p];
-        if (c == '&' || (c == '!' && !(p + 1 < end && d[p + 1] == '<'))) {
+        if (c == '&' && e->data.scalar.anchor) {
+            /* The anchor's text is exactly its name (it may end at a ':'). */
+            size_t n = 1 + strlen((const char *)e->data.scalar.anchor);
+            p = n > end - p ? end : p + n;
+        } else if (c == '!' && !(p + 1 < end && d[p + 1] == '<')) {
             while (p < end && !strchr(" \t\r\n,[]{}", d[p]))
                 p++;
         } else if (c == '!') {
@@ -1025,6 +1029,8 @@ static size_t value_start(const char *d, const struct yev *v)
                 p++;
         } else if (c == ' ' || c == '\t' || is_break(c)) {
             p++;
+        } else if (end - p >= 3 && has_bom(d + p, 3)) {
+            p += 3; /* libyaml skips a BOM that starts a line */
         } else if (c == '#') {
             p = line_end(d, end, p);
         } else {
@@ -1257,8 +1263,12 @@ static enum cedit_status edit_replace(const struct ystream *s, const char *doc, 
         return st;
     }
 
-    /* An empty value (`key:`) needs a blank before the new text. */
-    bool space = vs == ve && vs > 0 && doc[vs - 1] != ' ' && doc[vs - 1] != '\t';
+    /*
+     * An empty value ("key:") needs a blank before the new text, and so
+     * does a value glued to its anchor ("&x:s": the anchor ends at ':').
+     */
+    bool space = (vs == ve || vs != v->start) && vs > 0 && doc[vs - 1] != ' ' &&
+                 doc[vs - 1] != '\t' && !is_break(doc[vs - 1]);
 
     /* Padding before a column-aligned inline comment absorbs the change. */
     size_t pad = 0, newpad = 0;
@@ -1345,6 +1355,10 @@ static enum cedit_status edit_insert(const struct ystream *s, const char *doc, s
     struct spelling ks = { SBUF_INIT, NULL, 0, "", YAML_PLAIN_SCALAR_STYLE };
     struct spelling vsp = { SBUF_INIT, NULL, 0, "", YAML_PLAIN_SCALAR_STYLE };
     enum cedit_status st = spell_key(&ks, kname, klen, loc->in_flow, err, errlen);
+    /* libyaml reads a key only up to 1024 characters long. */
+    if (st == CEDIT_OK && u8_count(ks.text.buf, ks.text.len) > 1000)
+        st = failf(err, errlen, CEDIT_BAD_KEY, "key component '%.40s...' is too long for yaml",
+                   kname);
     if (st == CEDIT_OK)
         st = spell_value(&vsp, value, NULL, file_bool_case(s), loc->in_flow, err, errlen);
     if (st != CEDIT_OK) {

@@ -291,8 +291,8 @@ struct run {
 
 /* Run m for `steps` steps on curve c and book the cost.  in_process:
  * the tool retries inside one process, so start-up is paid once. */
-static const struct trial *run_trial(struct run *r, const struct curve *c, long m, int steps,
-                                     int in_process)
+static struct trial *run_trial(struct run *r, const struct curve *c, long m, int steps,
+                               int in_process)
 {
     if (r->n >= MAX_TRIALS) {
         r->guard_hit = 1;
@@ -549,7 +549,7 @@ static void alg_autobatch(struct run *r, const struct curve *c)
         static const char hows[] = { 'S', 'R', 'B', 'M', 'T' };
         const struct cell *cell = &sp.cells[ci];
         char how = cell->state == CELL_SEARCHING ? hows[cell->search.last_how] : 'P';
-        struct trial *t = (struct trial *)run_trial(r, c, v, AB_STEPS, 0);
+        struct trial *t = run_trial(r, c, v, AB_STEPS, 0);
         if (!t)
             break;
         t->how = how;
@@ -633,10 +633,11 @@ static void print_sequence(const struct run *r, int with_how)
 
 static void print_curve_head(const struct curve *c)
 {
-    printf("#%02d %-7s cap %3.0f GB  base %4.1f%%  %s/sample  range 1:%-5ld  truth %ld  "
+    int gb = c->slope >= 1e9;
+    printf("#%02d %-7s cap %3.0f GB  base %4.1f%%  %.3g %s/sample  range 1:%-5ld  truth %ld  "
            "optimum %ld", c->id, family_name[c->fam], c->cap / 1e9, 100 * c->base / c->cap,
-           c->slope >= 1e9 ? "GB" : "MB", c->range_max, c->truth, c->opt_m);
-    (void)0;
+           gb ? c->slope / 1e9 : c->slope / 1e6, gb ? "GB" : "MB", c->range_max, c->truth,
+           c->opt_m);
     if (c->spike_step)
         printf("  spike step %d x%.2f", c->spike_step, c->spike_mult);
     if (c->ndips) {
@@ -652,9 +653,8 @@ static void print_curve_head(const struct curve *c)
 static void print_detail(const struct curve *c, const struct run *runs)
 {
     print_curve_head(c);
-    printf("    %.3g %s per sample, start-up %.0fs, step %.3f+%.2gm s, slowdown x%.2f above "
-           "90%%\n", c->slope >= 1e9 ? c->slope / 1e9 : c->slope / 1e6,
-           c->slope >= 1e9 ? "GB" : "MB", c->startup_s, c->t0, c->t1, c->slow);
+    printf("    start-up %.0fs, step %.3f + %.2g m s, x%.2f slower above 90%% of capacity\n",
+           c->startup_s, c->t0, c->t1, c->slow);
     for (int a = 0; a < NALGS; a++) {
         const struct run *r = &runs[a];
         printf("    %-24s %3d trials %6.3f GPU-h  max-fit %5ld%s  choice %5ld%s  thr %.3f |",
@@ -708,16 +708,6 @@ int main(int argc, char **argv)
     }
     printf("true max-fit %ld..%ld; ranges 1:512..1:8192; capacities 16..141 GB\n\n", tmin, tmax);
 
-    if (detail) {
-        printf("per curve (trials: size then + fit, x OOM at forward, !k OOM at step k;\n"
-               "autobatch's trials are tagged S start, R ramp, M model, B bisect, T re-test, "
-               "P throughput point)\n\n");
-        for (int i = 0; i < NCURVES; i++) {
-            print_detail(&curves[i], runs[i]);
-            putchar('\n');
-        }
-    }
-
     printf("%-24s %7s %6s %4s %8s %8s %8s %7s %8s %8s\n", "algorithm", "trials", "mean",
            "max", "GPU-h", "GPU-h", "exact", "unsafe", "thr/opt", "thr/opt");
     printf("%-24s %7s %6s %4s %8s %8s %8s %7s %8s %8s\n", "", "median", "", "", "launch",
@@ -744,7 +734,7 @@ int main(int argc, char **argv)
         double smin = sc[0];
         for (int i = 1; i < NCURVES; i++)
             smin = fmin(smin, sc[i]);
-        char ex[16];
+        char ex[32];
         snprintf(ex, sizeof ex, "%d/%d%s", exact[a], NCURVES, not_exact_aim[a] ? "*" : "");
         printf("%-24s %7.1f %6.2f %4d %8.2f %8.2f %8s %7d %8.3f %8.3f\n", runs[0][a].alg,
                med_trials[a], sum / NCURVES, mx, hl, hn, ex, unsafe, median(sc, NCURVES), smin);
@@ -757,6 +747,28 @@ int main(int argc, char **argv)
            "is the\n  size it searched; it trains with int(0.95 x that).  thr/opt: throughput of "
            "the chosen\n  size over the best safe size; an unsafe choice (above the true "
            "max-fit) scores 0.\n\n");
+
+    /* ---- by family: where the project's search spends its trials */
+    printf("by family     median trials          autobatch\n");
+    printf("%-8s %10s %10s %10s %10s\n", "", "autobatch", "binsearch", "exact", "thr/opt");
+    for (int f = 0; f < NFAMILIES; f++) {
+        double ta[PER_FAMILY], tb[PER_FAMILY], sc[PER_FAMILY];
+        int n = 0, ex = 0;
+        for (int i = 0; i < NCURVES; i++) {
+            if (curves[i].fam != (enum family)f)
+                continue;
+            ta[n] = runs[i][A_AUTOBATCH].n;
+            tb[n] = runs[i][A_BINSEARCH].n;
+            sc[n] = score(&runs[i][A_AUTOBATCH], &curves[i]);
+            ex += runs[i][A_AUTOBATCH].max_fit == curves[i].truth;
+            n++;
+        }
+        char exs[32];
+        snprintf(exs, sizeof exs, "%d/%d", ex, n);
+        printf("%-8s %10.1f %10.1f %10s %10.3f\n", family_name[f], median(ta, n),
+               median(tb, n), exs, median(sc, n));
+    }
+    putchar('\n');
 
     /* ---- the targets */
     double ratio = med_trials[A_AUTOBATCH] / med_trials[A_BINSEARCH];
@@ -773,22 +785,45 @@ int main(int argc, char **argv)
     for (int i = 0; i < NCURVES; i++) {
         const struct curve *c = &curves[i];
         const struct run *ab = &runs[i][A_AUTOBATCH], *bs = &runs[i][A_BINSEARCH];
-        int inexact = ab->max_fit != c->truth, slow = ab->n > bs->n;
-        double sc = score(ab, c);
-        if (!inexact && !slow && sc >= 0.95 && !ab->guard_hit)
+        int inexact = ab->max_fit != c->truth;
+        int slow = ab->n > bs->n || ab->n >= 2 * med_trials[A_AUTOBATCH];
+        if (!inexact && !slow && !ab->guard_hit)
             continue;
         if (!shown++)
-            printf("\nautobatch: curves not exact, slower than Lightning binsearch, or below "
-                   "0.95 of the best throughput:\n");
-        printf("  #%02d %-7s truth %ld, found %ld%s; %d trials (binsearch %d); choice %ld "
-               "(optimum %ld) thr %.3f%s\n      trials:", c->id, family_name[c->fam], c->truth,
-               ab->max_fit, inexact ? " NOT EXACT" : "", ab->n, bs->n, ab->choice, c->opt_m, sc,
-               ab->guard_hit ? "; stopped by the trial guard" : "");
+            printf("\nautobatch: curves where the search is not exact, needs more trials than "
+                   "Lightning\nbinsearch, or at least twice its own median:\n");
+        printf("  #%02d %-7s truth %ld, found %ld%s; %d trials (binsearch %d)%s\n     ", c->id,
+               family_name[c->fam], c->truth, ab->max_fit, inexact ? " NOT EXACT" : "", ab->n,
+               bs->n, ab->guard_hit ? "; stopped by the trial guard" : "");
         print_sequence(ab, 1);
         putchar('\n');
     }
     if (!shown)
-        printf("\nautobatch: exact, no slower than Lightning binsearch, and within 0.95 of the "
-               "best throughput on every curve\n");
+        printf("\nautobatch: exact on every curve, never more trials than Lightning binsearch "
+               "nor twice its median\n");
+    shown = 0;
+    for (int i = 0; i < NCURVES; i++) {
+        const struct curve *c = &curves[i];
+        const struct run *ab = &runs[i][A_AUTOBATCH];
+        double sc = score(ab, c);
+        if (sc >= 0.95)
+            continue;
+        if (!shown++)
+            printf("\nautobatch: choice below 0.95 of the best safe throughput (curve: chosen "
+                   "size / fastest size, ratio):\n ");
+        printf(" #%02d: %ld/%ld %.2f%s", c->id, ab->choice, c->opt_m, sc, shown % 5 ? "" : "\n ");
+    }
+    if (shown)
+        printf("%s", shown % 5 ? "\n" : "");
+    if (detail) {
+        printf("\nper curve (trials: size then + fit, x OOM at forward, !k OOM at step k;\n"
+               "autobatch's trials are tagged S start, R ramp, M model, B bisect, T re-test, "
+               "P throughput point)\n\n");
+        for (int i = 0; i < NCURVES; i++) {
+            print_detail(&curves[i], runs[i]);
+            putchar('\n');
+        }
+    }
+
     return check && !(ok_trials && ok_exact) ? 1 : 0;
 }

@@ -141,6 +141,18 @@ static double ab_need(const struct results_trial *t, const struct space *sp)
     return -1;
 }
 
+/* A fit above a confirmed failure of its cell (a contradiction whose
+ * smaller failure stood) is not safe to train with. */
+static int ab_above_boundary(const struct results_trial *t, const struct space *sp)
+{
+    for (size_t i = 0; i < sp->ncells; i++) {
+        const struct cell *c = &sp->cells[i];
+        if (c->grad_accum == t->grad_accum && c->checkpointing == t->checkpointing)
+            return t->micro_batch > search_max_fit(&c->search);
+    }
+    return 0;
+}
+
 /*
  * The choice: the fastest measured fit that leaves --headroom free; two
  * speeds within 1% of each other are a tie, and a tie goes to less
@@ -158,7 +170,7 @@ static long ab_choose(const struct results *res, const struct space *sp, const s
     int unchecked = 0;
     for (size_t i = 0; i < res->ntrials; i++) {
         const struct results_trial *t = &res->trials[i];
-        if (t->outcome != TRIAL_FIT)
+        if (t->outcome != TRIAL_FIT || ab_above_boundary(t, sp))
             continue;
         if (headroom > 0) {
             double need = ab_need(t, sp);

@@ -142,12 +142,32 @@ static long search_snap(const struct search *s, double v)
 
 /* The model's proposal inside the open bracket (lo, hi), hi < 0 meaning
  * "above MAX"; 0 when the model has none. */
-static int search_model_next(const struct search *s, long lo, long hi, long *value)
+/* The memory figure of the latest run of value; -1 if none. */
+static double search_need(const struct search *s, long value)
 {
-    double a, b;
-    if (!s->use_model || s->capacity <= 0 || s->model_streak >= 2 || search_model(s, &a, &b))
+    double need = -1;
+    for (size_t i = 0; i < s->nprobes; i++)
+        if (s->probes[i].value == value && !s->probes[i].inferred && s->probes[i].need_bytes >= 0)
+            need = s->probes[i].need_bytes;
+    return need;
+}
+
+static int search_model_next(struct search *s, long lo, long hi, long *value)
+{
+    double a, b, pred;
+    if (!s->use_model || s->capacity <= 0 || s->model_streak >= 2 || s->model_refuted)
         return 0;
-    double pred = (s->capacity - a) / b; /* largest size that fits, by the line */
+    /* Inside a bracket whose two ends both carry memory figures, the line
+     * through them: distant points (allocator rounding at small sizes, a
+     * curve that bends) would bias a global fit.  Elsewhere the global
+     * least-squares line. */
+    double nlo = hi > 0 ? search_need(s, lo) : -1, nhi = hi > 0 ? search_need(s, hi) : -1;
+    if (nlo >= 0 && nhi > nlo)
+        pred = (double)lo + (s->capacity - nlo) / (nhi - nlo) * (double)(hi - lo);
+    else if (!search_model(s, &a, &b))
+        pred = (s->capacity - a) / b; /* largest size that fits, by the line */
+    else
+        return 0;
     if (!isfinite(pred))
         return 0;
     long top = hi < 0 ? s->max : hi - s->step;
@@ -155,6 +175,7 @@ static int search_model_next(const struct search *s, long lo, long hi, long *val
     if (top < low)
         return 0;
     long v = search_snap(s, pred);
+    s->model_clamped = v < low || v > top;
     if (v < low)
         v = low;
     if (v > top)
@@ -206,6 +227,9 @@ int search_next(struct search *s, long *value)
         return 0; /* bounded by the range */
     if (fail >= 0 && (fail - lo) / s->step <= 1)
         return 0; /* the boundary is found */
+    /* A clamped guess that was refuted only moved the bracket by one
+     * size: do not repeat it, bisect once. */
+    s->model_refuted = s->last_how == SEARCH_MODEL && s->model_clamped;
     if (search_model_next(s, lo, fail, value)) {
         s->model_streak++;
         s->last_how = SEARCH_MODEL;

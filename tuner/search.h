@@ -7,14 +7,17 @@
  *
  *   1. Model jump.  Every observation that carries a memory figure (a
  *      fit's measured peak, or an OOM's "in use + tried to allocate" from
- *      PyTorch's message) is a point (size, bytes needed).  With two
- *      distinct sizes and a known capacity, a least-squares line predicts
- *      the boundary, and the search proposes the untried grid size at the
- *      prediction, clamped inside the open bracket: when the prediction
- *      sits at an end of the bracket, the size next to that end, so that
- *      a right guess is confirmed by one more trial.  At most two model
- *      proposals in a row; then one bisection step, so that a wrong model
- *      costs a bounded number of trials.
+ *      PyTorch's message) is a point (size, bytes needed).  With a known
+ *      capacity, the line through the two ends of the bracket (when both
+ *      carry figures), else a least-squares line over all points of two or
+ *      more sizes, predicts the boundary, and the search proposes the
+ *      untried grid size at the prediction, clamped inside the open
+ *      bracket: when the prediction sits at an end of the bracket, the
+ *      size next to that end, so that a right guess is confirmed by one
+ *      more trial.  A clamped guess that does not end the search is not
+ *      repeated, and there are at most two model proposals in a row:
+ *      then one bisection step, so that a wrong model costs a bounded
+ *      number of trials.
  *   2. Ramp.  With nothing failed yet and no model: double from MIN, so
  *      that a huge range does not open with a doomed trial.
  *   3. Bisection between the largest size seen to fit and the smallest
@@ -76,6 +79,8 @@ struct search {
     double capacity;       /**< largest capacity seen; <0 unknown */
     int use_model;         /**< 1 (default): allow model jumps */
     int model_streak;      /**< model proposals since the last bisection */
+    int model_clamped;     /**< the last model proposal was clamped to the bracket */
+    int model_refuted;     /**< ... and did not end the search: bisect next */
     enum search_how last_how; /**< how the last proposal was chosen */
 };
 

@@ -635,6 +635,11 @@ static void test_shapes_refused(void **state)
     refuse(doc, ".a", "1", CEDIT_BAD_KEY, NULL);
     refuse(doc, "a.", "1", CEDIT_BAD_KEY, NULL);
     get_refused(doc, "train..bs", CEDIT_BAD_KEY, NULL);
+    /* A new key longer than libyaml reads (1024 characters) is refused up front. */
+    char longkey[1200];
+    memset(longkey, 'k', sizeof longkey - 1);
+    longkey[sizeof longkey - 1] = '\0';
+    refuse(doc, longkey, "1", CEDIT_BAD_KEY, "too long");
 }
 
 static void test_quoted_numbers_and_strings(void **state)
@@ -696,6 +701,10 @@ static void test_multiline_and_nested_sequences(void **state)
 {
     (void)state;
     const char *doc = "crit:\n-   - valid\n    - loss\n-   - train\n    - min\nk: 1\n";
+    /* An anchor glued to its value ("&x:s": the anchor ends at ':') gets a blank. */
+    edit_str("a: &x:s\nb: 1\n", "a", "tr", "a: &x tr\nb: 1\n", "tr");
+    /* libyaml skips a BOM that starts a line: the value is found after it. */
+    edit_str("a: !t\n\xEF\xBB\xBF  1\nb: 2\n", "a", "22", "a: !t\n\xEF\xBB\xBF  22\nb: 2\n", "22");
     edit_str(doc, "crit.1.0", "eval", "crit:\n-   - valid\n    - loss\n-   - eval\n    - min\nk: 1\n", "eval");
     edit_str(doc, "k", "2", "crit:\n-   - valid\n    - loss\n-   - train\n    - min\nk: 2\n", "2");
     /* A plain scalar over two lines is replaced whole. */

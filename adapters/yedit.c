@@ -581,17 +581,21 @@ static enum cedit_status yresolve(const struct ystream *s, const struct ypath *k
         if (e->type == YAML_SCALAR_EVENT) {
             if (k == 0)
                 return failf(err, errlen, CEDIT_NOT_FOUND,
-                             e->data.scalar.length ? "key '%s' not found: the document is not a mapping"
-                                                   : "key '%s' not found: the document is empty",
+                             e->data.scalar.length
+                                 ? "key '%s' not found: the document is not a mapping"
+                                 : "key '%s' not found: the document is empty",
                              key);
             return failf(err, errlen, CEDIT_NOT_FOUND,
-                         e->data.scalar.length ? "key '%s' not found: '%.*s' is a scalar, not a mapping"
-                                               : "key '%s' not found: '%.*s' is empty, not a mapping",
+                         e->data.scalar.length
+                             ? "key '%s' not found: '%.*s' is a scalar, not a mapping"
+                             : "key '%s' not found: '%.*s' is empty, not a mapping",
                          key, here, key);
         }
         loc->anc[loc->nanc++] = i;
-        if ((e->type == YAML_MAPPING_START_EVENT && e->data.mapping_start.style == YAML_FLOW_MAPPING_STYLE) ||
-            (e->type == YAML_SEQUENCE_START_EVENT && e->data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE))
+        if ((e->type == YAML_MAPPING_START_EVENT &&
+             e->data.mapping_start.style == YAML_FLOW_MAPPING_STYLE) ||
+            (e->type == YAML_SEQUENCE_START_EVENT &&
+             e->data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE))
             loc->in_flow = true;
 
         if (e->type == YAML_SEQUENCE_START_EVENT) {
@@ -623,7 +627,8 @@ static enum cedit_status yresolve(const struct ystream *s, const struct ypath *k
                 if (scalar_is(ke, c, clen)) {
                     hits++;
                     hit = val;
-                } else if (scalar_is(ke, "<<", 2) && ke->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
+                } else if (scalar_is(ke, "<<", 2) &&
+                           ke->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
                     merges = true;
                 }
             } else if (ke->type == YAML_ALIAS_EVENT) {
@@ -669,7 +674,9 @@ static enum cedit_status yresolve(const struct ystream *s, const struct ypath *k
 /* ------------------------------------------------------------------ */
 
 /* Boolean words by family (true/false, yes/no, on/off), false first. */
-static const char *const bool_words[3][2] = { { "false", "true" }, { "no", "yes" }, { "off", "on" } };
+static const char *const bool_words[3][2] = {
+    { "false", "true" }, { "no", "yes" }, { "off", "on" },
+};
 
 enum bool_case { BC_LOWER, BC_CAP, BC_UPPER };
 
@@ -900,12 +907,14 @@ static enum bool_case file_bool_case(const struct ystream *s)
  * quoted only where a quoted number was, strings keep the quote style
  * when they can; null/~ is written bare.
  */
-static enum cedit_status spell_value(struct spelling *sp, const char *value, const yaml_event_t *old,
-                                     enum bool_case file_case, bool in_flow, char *err, size_t errlen)
+static enum cedit_status spell_value(struct spelling *sp, const char *value,
+                                     const yaml_event_t *old, enum bool_case file_case,
+                                     bool in_flow, char *err, size_t errlen)
 {
     size_t n = strlen(value);
     yaml_scalar_style_t ostyle = old ? old->data.scalar.style : YAML_PLAIN_SCALAR_STYLE;
-    bool oquoted = ostyle == YAML_SINGLE_QUOTED_SCALAR_STYLE || ostyle == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+    bool oquoted =
+        ostyle == YAML_SINGLE_QUOTED_SCALAR_STYLE || ostyle == YAML_DOUBLE_QUOTED_SCALAR_STYLE;
     const char *ov = old ? (const char *)old->data.scalar.value : "";
     size_t on = old ? old->data.scalar.length : 0;
     int ofam = 0, otruth = 0, truth = -1;
@@ -951,7 +960,8 @@ static enum cedit_status spell_key(struct spelling *sp, const char *k, size_t n,
 {
     sp->val = k;
     sp->vlen = n;
-    sp->style = plain_safe(k, n, in_flow) ? YAML_PLAIN_SCALAR_STYLE : YAML_DOUBLE_QUOTED_SCALAR_STYLE;
+    sp->style =
+        plain_safe(k, n, in_flow) ? YAML_PLAIN_SCALAR_STYLE : YAML_DOUBLE_QUOTED_SCALAR_STYLE;
     return spell_write(sp, err, errlen);
 }
 
@@ -1029,8 +1039,8 @@ static size_t value_start(const char *d, const struct yev *v)
                 p++;
         } else if (c == ' ' || c == '\t' || is_break(c)) {
             p++;
-        } else if (end - p >= 3 && has_bom(d + p, 3)) {
-            p += 3; /* libyaml skips a BOM that starts a line */
+        } else if (end - p >= 3 && has_bom(d + p, 3) && p > 0 && is_break(d[p - 1])) {
+            p += 3; /* libyaml skips a BOM that starts a line (elsewhere it is text) */
         } else if (c == '#') {
             p = line_end(d, end, p);
         } else {
@@ -1242,13 +1252,15 @@ static enum cedit_status edit_replace(const struct ystream *s, const char *doc, 
         !memchr(doc + vs, '\r', ve - vs))
         framed = ve - vs == e->data.scalar.length &&
                  memcmp(doc + vs, e->data.scalar.value, ve - vs) == 0;
-    else if (framed && (style == YAML_SINGLE_QUOTED_SCALAR_STYLE || style == YAML_DOUBLE_QUOTED_SCALAR_STYLE))
+    else if (framed && (style == YAML_SINGLE_QUOTED_SCALAR_STYLE ||
+                        style == YAML_DOUBLE_QUOTED_SCALAR_STYLE))
         framed = ve - vs >= 2 && doc[vs] == doc[ve - 1] &&
                  doc[vs] == (style == YAML_SINGLE_QUOTED_SCALAR_STYLE ? '\'' : '"');
     else if (framed && (style == YAML_LITERAL_SCALAR_STYLE || style == YAML_FOLDED_SCALAR_STYLE))
         framed = ve > vs && (doc[vs] == '|' || doc[vs] == '>');
     if (!framed)
-        return failf(err, errlen, CEDIT_VERIFY, "internal error: cannot find the text of '%s'", key);
+        return failf(err, errlen, CEDIT_VERIFY, "internal error: cannot find the text of '%s'",
+                     key);
 
     /* A block scalar is replaced up to its last non-blank character. */
     if (style == YAML_LITERAL_SCALAR_STYLE || style == YAML_FOLDED_SCALAR_STYLE)
@@ -1466,7 +1478,8 @@ enum cedit_status yedit_get(const char *doc, size_t len, const char *key, char *
         if (s.ev[i].e.type == YAML_ALIAS_EVENT) {
             size_t t = alias_target(&s, i);
             if (t == SIZE_MAX)
-                st = failf(err, errlen, CEDIT_ALIAS, "'%s' is an alias to an undefined anchor", key);
+                st = failf(err, errlen, CEDIT_ALIAS, "'%s' is an alias to an undefined anchor",
+                           key);
             else
                 i = t;
         }

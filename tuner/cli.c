@@ -19,7 +19,7 @@ enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 enum opt_id {
     O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_GLOBAL_BATCH, O_GRAD_ACCUM,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_JSON, O_KILL_GRACE, O_KNOB, O_NO_CACHE,
-    O_PRESET, O_QUIET, O_STEPS, O_TRIAL_TIMEOUT, O_VERBOSE, O_VERSION, O_WARMUP,
+    O_PRESET, O_QUIET, O_STEPS, O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_VERSION, O_WARMUP,
     O_WORLD_SIZE, O_WRITE,
 };
 
@@ -48,6 +48,7 @@ static const struct opt cli_opts[] = {
     { "preset", OPT_STRING, 0, O_PRESET },
     { "quiet", OPT_FLAG, 'q', O_QUIET },
     { "steps", OPT_COUNT, 0, O_STEPS },
+    { "trial-memory-limit", OPT_STRING, 0, O_TRIAL_MEMORY_LIMIT },
     { "trial-timeout", OPT_DURATION, 0, O_TRIAL_TIMEOUT },
     { "verbose", OPT_FLAG, 'v', O_VERBOSE },
     { "version", OPT_FLAG, 'V', O_VERSION },
@@ -92,6 +93,8 @@ static const char cli_usage[] =
 "  --hang-timeout D      end a trial after D without output (default 5m)\n"
 "  --budget D            stop searching after D, keep the best so far (default: none)\n"
 "  --kill-grace D        SIGTERM to SIGKILL when tearing a trial down (default 3s)\n"
+"  --trial-memory-limit SIZE  cap each trial process's address space (ulimit -v),\n"
+"                        e.g. 512M or 2G: CPU jobs then meet a real allocator failure\n"
 "Output:\n"
 "  --json FILE|-         write the results file (- for stdout)\n"
 "  -q, --quiet           hide the command's output (autobatch's own lines stay)\n"
@@ -202,6 +205,10 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_WORLD_SIZE: p->world_size = n; p->world_size_given = 1; break;
     case O_GLOBAL_BATCH: p->global_batch = n; break;
     case O_NO_CACHE: p->no_cache = 1; break;
+    case O_TRIAL_MEMORY_LIMIT:
+        if (units_size(arg, &p->trial_mem_limit) || p->trial_mem_limit < (64ULL << 20))
+            return cli_bad("--trial-memory-limit '%s': a size of at least 64M, e.g. 512M or 2G", arg);
+        break;
     case O_CHECKPOINTING:
         if (!strcmp(arg, "off") || !strcmp(arg, "on") || !strcmp(arg, "both")) {
             p->ckpt_off = strcmp(arg, "on") != 0;

@@ -11,6 +11,8 @@
 #ifndef AB_CLI_H
 #define AB_CLI_H
 
+#include <stdint.h>
+
 #define CLI_MAX_KNOBS 8
 #define CLI_MAX_ACCUM 32
 
@@ -35,6 +37,7 @@ struct plan {
     int world_size_given;
     double headroom;          /**< --headroom PCT as a fraction */
     int no_cache;             /**< --no-cache */
+    uint64_t trial_mem_limit; /**< --trial-memory-limit in bytes; 0: none */
     char **command;          /**< points into argv; NULL-terminated */
 };
 

@@ -693,6 +693,7 @@ int main(int argc, char **argv)
             .oom = &oom, .target_steps = plan.warmup + plan.steps,
             .warmup_steps = plan.warmup, .extra_steps = 2 * plan.steps, .noise_rel = 0.10,
             .trial_timeout_s = ttl, .hang_timeout_s = plan.hang_timeout_s, .grace_s = plan.grace_s,
+            .mem_limit = plan.trial_mem_limit,
             .report_path = report, .interrupt = &ab_interrupted,
             .hooks = { &pg, progress_output, progress_step, &gpu, gpu_tick },
         };

@@ -90,8 +90,8 @@ def parse_args(argv):
     a = p.parse_args(argv)
     defaults = dict(per_device_train_batch_size=8, gradient_accumulation_steps=1,
                     gradient_checkpointing=False, max_steps=100, logging_steps=1,
-                    learning_rate=3e-4, d_model=192, layers=3, max_text_len=48,
-                    max_mel_len=320, n_mels=80, seed=0)
+                    learning_rate=3e-4, d_model=64, layers=2, max_text_len=32,
+                    max_mel_len=160, n_mels=40, seed=0)
     path = a.config_flag or a.config_file
     conf = load_config(path) if path else {}
     for k in KNOBS:

@@ -104,6 +104,11 @@ static const struct sample samples[] = {
       "RuntimeError: [enforce fail at alloc_cpu.cpp:75] err == 0. DefaultCPUAllocator: can't "
       "allocate memory: you tried to allocate 268435456 bytes. Error code 12 (Cannot allocate "
       "memory)" },
+    { "cpp-bad-alloc", "c++", "RuntimeError: std::bad_alloc" },
+    { "cpp-bad-alloc", "c++", "  what():  std::bad_alloc" },
+    { "cpp-bad-alloc", "c++", "terminate called after throwing an instance of 'std::bad_alloc'" },
+    { "python-memoryerror", "python", "MemoryError" },
+    { "python-memoryerror", "python", "[rank1]: MemoryError: Unable to allocate 7.45 GiB for an array" },
     { "cublas-alloc", "cublas",
       "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`" },
     { "cudnn-alloc", "cudnn", "[rank1]: RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED" },
@@ -138,6 +143,9 @@ static const struct sample samples[] = {
 /* Lines that mention memory, OOM or the same libraries but report no
  * allocation failure. */
 static const char *const near_misses[] = {
+    "    except MemoryError:",
+    "catch (const std::bad_alloc &e) { /* handled */ }",
+    "handled MemoryError by retrying with a smaller chunk",
     "Reserved memory: 3.2 GiB",
     "DataLoader(dataset, batch_size=32, pin_memory=True, num_workers=8)",
     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",

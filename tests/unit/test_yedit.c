@@ -705,6 +705,7 @@ static void test_multiline_and_nested_sequences(void **state)
     edit_str("a: &x:s\nb: 1\n", "a", "tr", "a: &x tr\nb: 1\n", "tr");
     /* libyaml skips a BOM that starts a line: the value is found after it. */
     edit_str("a: !t\n\xEF\xBB\xBF  1\nb: 2\n", "a", "22", "a: !t\n\xEF\xBB\xBF  22\nb: 2\n", "22");
+    edit_str("a: !t \xEF\xBB\xBFx\nb: 2\n", "a", "z", "a: !t z\nb: 2\n", "z");
     edit_str(doc, "crit.1.0", "eval", "crit:\n-   - valid\n    - loss\n-   - eval\n    - min\nk: 1\n", "eval");
     edit_str(doc, "k", "2", "crit:\n-   - valid\n    - loss\n-   - train\n    - min\nk: 2\n", "2");
     /* A plain scalar over two lines is replaced whole. */

@@ -1,0 +1,1680 @@
+/*
+ * webhook: payloads for chat services, delivery with retries, and the
+ * spool of payloads that could not be delivered.  See webhook.h for the
+ * contract; this file is in four parts: small helpers, the payloads, the
+ * sending, the spool.
+ *
+ * Library code: returns statuses, prints nothing, reads no environment
+ * variable.  The only global state is libcurl's, set up by
+ * webhook_global_init().
+ */
+#include "webhook.h"
+#include "sha256.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+/* ================================================================ */
+/* Helpers                                                           */
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* A growable string.  An allocation failure sets bad and later appends
+ * do nothing, so a builder checks once at the end. */
+struct sb {
+    char *p;
+    size_t len, alloc;
+    int bad;
+};
+#define SB_INIT { NULL, 0, 0, 0 }
+
+static void sb_putn(struct sb *b, const char *s, size_t n)
+{
+    if (b->bad)
+        return;
+    if (b->len + n + 1 > b->alloc) {
+        size_t na = b->alloc ? b->alloc : 256;
+        while (na < b->len + n + 1)
+            na *= 2;
+        char *np = realloc(b->p, na);
+        if (!np) {
+            b->bad = 1;
+            return;
+        }
+        b->p = np;
+        b->alloc = na;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_puts(struct sb *b, const char *s)
+{
+    sb_putn(b, s, strlen(s));
+}
+
+static void sb_printf(struct sb *b, const char *fmt, ...)
+{
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->bad = 1;
+        return;
+    }
+    /* Callers format bounded pieces; a longer result is cut (on a
+     * character boundary by the callers' later truncation). */
+    sb_putn(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+/* A string the caller owns ("" rather than NULL so builders can use it
+ * without checks); NULL only when memory ran out. */
+static char *sb_take(struct sb *b)
+{
+    if (b->bad) {
+        free(b->p);
+        return NULL;
+    }
+    if (!b->p)
+        return strdup("");
+    return b->p;
+}
+
+/* Bytes in the UTF-8 character starting at s (1 for a stray byte, and
+ * never past a NUL). */
+static size_t u8len(const char *s)
+{
+    unsigned char c = (unsigned char)s[0];
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 1;
+    for (size_t i = 1; i < n; i++)
+        if (((unsigned char)s[i] & 0xc0) != 0x80)
+            return 1;
+    return n;
+}
+
+#define ELLIPSIS "\xe2\x80\xa6" /* U+2026, 3 bytes */
+
+/* How a piece of text is escaped for the markup it lands in. */
+enum esc {
+    ESC_PLAIN,          /* Teams, Slack plain_text: control characters to blanks */
+    ESC_SLACK,          /* Slack mrkdwn: &, <, > as entities */
+    ESC_SLACK_CODE,     /* inside `...` in Slack: entities, and ` as ' */
+    ESC_DISCORD,        /* Discord markdown: \ before * _ ~ ` | > \ */
+    ESC_CODE,           /* inside `...` in Discord: ` as ' */
+};
+
+/* The escaped form of the character at s, in out (at most 8 bytes);
+ * returns its length, and *in the bytes of s consumed. */
+static size_t esc_unit(const char *s, enum esc e, char *out, size_t *in)
+{
+    unsigned char c = (unsigned char)*s;
+    *in = u8len(s);
+    if (c < 0x20 || c == 0x7f) {
+        out[0] = ' ';
+        return 1;
+    }
+    switch (e) {
+    case ESC_SLACK:
+    case ESC_SLACK_CODE:
+        if (c == '&')
+            return (size_t)sprintf(out, "&amp;");
+        if (c == '<')
+            return (size_t)sprintf(out, "&lt;");
+        if (c == '>')
+            return (size_t)sprintf(out, "&gt;");
+        if (c == '`' && e == ESC_SLACK_CODE) {
+            out[0] = '\'';
+            return 1;
+        }
+        break;
+    case ESC_DISCORD:
+        if (strchr("\\*_~`|>", c)) {
+            out[0] = '\\';
+            out[1] = (char)c;
+            return 2;
+        }
+        break;
+    case ESC_CODE:
+        if (c == '`') {
+            out[0] = '\'';
+            return 1;
+        }
+        break;
+    case ESC_PLAIN:
+        break;
+    }
+    memcpy(out, s, *in);
+    return *in;
+}
+
+/* Append s escaped, at most max bytes of it: when the whole does not
+ * fit, as many whole characters as leave room for an ellipsis, then the
+ * ellipsis.  Never splits a UTF-8 character or an escape. */
+static void sb_put_esc(struct sb *b, const char *s, size_t max, enum esc e)
+{
+    char u[8];
+    size_t in, total = 0;
+    for (const char *p = s; *p; p += in)
+        total += esc_unit(p, e, u, &in);
+    int cut = total > max;
+    size_t room = cut ? (max >= 3 ? max - 3 : 0) : max, used = 0;
+    for (const char *p = s; *p; p += in) {
+        size_t n = esc_unit(p, e, u, &in);
+        if (used + n > room)
+            break;
+        sb_putn(b, u, n);
+        used += n;
+    }
+    if (cut && max >= 3)
+        sb_puts(b, ELLIPSIS);
+}
+
+/* Append a list of lines (each escaped and cut to per_line bytes),
+ * joined by newlines, keeping b at most limit bytes: lines that do not
+ * fit are summed up as "... and N more <what>". */
+static void sb_put_list(struct sb *b, size_t limit, char *const *lines, size_t n,
+                        const char *prefix, size_t per_line, enum esc e, const char *what)
+{
+    const size_t tail = 48; /* room for "\n… and 1234567 more changes" */
+    size_t i;
+    for (i = 0; i < n; i++) {
+        struct sb t = SB_INIT;
+        if (b->len)
+            sb_puts(&t, "\n");
+        sb_puts(&t, prefix);
+        sb_put_esc(&t, lines[i], per_line, e);
+        if (t.bad) {
+            b->bad = 1;
+            free(t.p);
+            return;
+        }
+        size_t reserve = i + 1 < n ? tail : 0;
+        int fits = b->len + t.len + reserve <= limit;
+        if (fits)
+            sb_putn(b, t.p, t.len);
+        free(t.p);
+        if (!fits)
+            break;
+    }
+    if (i < n) {
+        char more[64];
+        snprintf(more, sizeof more, "%s" ELLIPSIS " and %zu more %s", b->len ? "\n" : "",
+                 n - i, what);
+        if (b->len + strlen(more) <= limit)
+            sb_puts(b, more);
+    }
+}
+
+/* Fill buf with random bytes: getrandom(2), else /dev/urandom. */
+static int random_bytes(void *buf, size_t n)
+{
+    unsigned char *p = buf;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(p + got, n - got, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)r;
+    }
+    if (got == n)
+        return 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    close(fd);
+    return got == n ? 0 : -1;
+}
+
+int webhook_uuid4(char out[WEBHOOK_UUID_LEN], char *err, size_t errlen)
+{
+    unsigned char b[16];
+    if (random_bytes(b, sizeof b) < 0) {
+        seterr(err, errlen, "cannot read random bytes for a delivery id: %s", strerror(errno));
+        return -1;
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);   /* version 4 */
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);   /* variant 10 */
+    snprintf(out, WEBHOOK_UUID_LEN,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+             b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+             b[13], b[14], b[15]);
+    return 0;
+}
+
+/* A delivery id read back from a spool file goes into a header: accept
+ * only the UUID shape, so a tampered file cannot inject header lines. */
+static int uuid_shaped(const char *s)
+{
+    if (!s || strlen(s) != 36)
+        return 0;
+    for (int i = 0; i < 36; i++) {
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (s[i] != '-')
+                return 0;
+        } else if (!isxdigit((unsigned char)s[i])) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+void webhook_url_redact(const char *url, char *out, size_t outlen)
+{
+    if (!outlen)
+        return;
+    if (!url) {
+        snprintf(out, outlen, "(none)");
+        return;
+    }
+    const char *auth = strstr(url, "://");
+    size_t scheme = 0;
+    if (auth) {
+        scheme = (size_t)(auth - url) + 3;
+        auth += 3;
+    } else {
+        auth = url;
+    }
+    size_t alen = strcspn(auth, "/?#");
+    /* Drop user:password@ from the authority. */
+    const char *host = auth;
+    for (const char *p = auth; p < auth + alen; p++)
+        if (*p == '@')
+            host = p + 1;
+    size_t hlen = alen - (size_t)(host - auth);
+    int more = host != auth || auth[alen] != '\0';
+    if (scheme + hlen > 200)
+        hlen = 200 - (scheme < 200 ? scheme : 200);
+    snprintf(out, outlen, "%.*s%.*s%s", (int)scheme, url, (int)hlen, host, more ? "/..." : "");
+    for (char *p = out; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = '?';
+}
+
+void webhook_signature(const char *secret, const char *body, size_t len,
+                       char out[WEBHOOK_SIG_LEN])
+{
+    unsigned char mac[SHA256_DIGEST_LEN];
+    hmac_sha256(secret, strlen(secret), body, len, mac);
+    memcpy(out, "sha256=", 7);
+    sha256_hex(mac, sizeof mac, out + 7);
+    sha256_wipe(mac, sizeof mac);
+}
+
+int webhook_global_init(char *err, size_t errlen)
+{
+    CURLcode c = curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (c != CURLE_OK) {
+        seterr(err, errlen, "cannot initialise libcurl: %s", curl_easy_strerror(c));
+        return -1;
+    }
+    return 0;
+}
+
+void webhook_global_cleanup(void)
+{
+    curl_global_cleanup();
+}
+
+/* ================================================================ */
+/* Payloads                                                          */
+
+static const char *const format_names[] = { "generic", "slack", "discord", "teams" };
+
+int webhook_format_parse(const char *s, enum webhook_format *f)
+{
+    for (int i = 0; s && i < 4; i++)
+        if (!strcmp(s, format_names[i])) {
+            *f = (enum webhook_format)i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *webhook_format_name(enum webhook_format f)
+{
+    return (unsigned)f < 4 ? format_names[f] : "generic";
+}
+
+/* Limits, in bytes (see webhook.h). */
+#define DISCORD_CONTENT_MAX 2000
+#define DISCORD_TITLE_MAX 256
+#define DISCORD_DESC_MAX 1024
+#define DISCORD_FIELD_MAX 1024
+#define DISCORD_SHORT_FIELD_MAX 256
+#define DISCORD_FOOTER_MAX 256
+#define DISCORD_TOTAL_MAX 6000
+#define SLACK_SECTION_MAX 3000
+#define TEAMS_MAX_CELLS 40
+#define TEAMS_MAX_CHANGES 20
+#define PIECE_MAX 200        /* a GPU name, a host name, a unit ... */
+#define COMMAND_MAX 900      /* the command line in any format */
+#define LINE_MAX_BYTES 300   /* one line of a list */
+
+/* What the chat formats show, as plain text; each format escapes and
+ * cuts it for its markup.  Strings are never NULL unless oom is set. */
+struct summary {
+    char *headline;     /* one line: "autobatch on vm: micro_batch 16 × ..." */
+    char *title;        /* the outcome alone */
+    char *throughput;
+    char *trials;
+    char *exit;
+    char *gpu;
+    char *started;
+    char *command;
+    size_t ncells;
+    char **cell_label, **cell_value, **cell_line;
+    int has_baseline, regression;
+    size_t nchanges;
+    char **change;      /* regressions first */
+    int *change_regression;
+    int ok;             /* a configuration was chosen, exit 0 */
+    int oom;
+};
+
+static char *sdup(struct summary *s, const char *fmt, ...)
+{
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    char *r = n < 0 ? NULL : strdup(tmp);
+    if (!r)
+        s->oom = 1;
+    return r;
+}
+
+/* The value of a JSON number as text ("?" when not a number). */
+static void fmt_num(const json_t *v, char *out, size_t len)
+{
+    if (json_is_integer(v))
+        snprintf(out, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    else if (json_is_real(v))
+        snprintf(out, len, "%g", json_real_value(v));
+    else
+        snprintf(out, len, "?");
+}
+
+/* A JSON string cut to max bytes on a character boundary, into out. */
+static void fmt_str(const json_t *v, const char *dflt, char *out, size_t outlen, size_t max)
+{
+    const char *s = json_is_string(v) ? json_string_value(v) : dflt;
+    struct sb b = SB_INIT;
+    sb_put_esc(&b, s, max < outlen ? max : outlen - 1, ESC_PLAIN);
+    snprintf(out, outlen, "%s", b.bad || !b.p ? "" : b.p);
+    free(b.p);
+}
+
+static const char *ckpt_text(const json_t *v)
+{
+    return json_is_true(v) ? "on" : json_is_false(v) ? "off" : "?";
+}
+
+static const char *exit_text(long code)
+{
+    switch (code) {
+    case 0: return "a configuration was chosen";
+    case 2: return "bad usage or bad input";
+    case 3: return "nothing fits, even the smallest candidate";
+    case 4: return "the command failed for a reason other than memory";
+    case 5: return "the budget ran out before any candidate fitted";
+    case 130: return "interrupted";
+    default: return "no configuration was chosen";
+    }
+}
+
+static void human_seconds(double s, char *out, size_t len)
+{
+    if (s < 0 || s != s)
+        snprintf(out, len, "?");
+    else if (s < 60)
+        snprintf(out, len, "%.1f s", s);
+    else if (s < 3600)
+        snprintf(out, len, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else if (s < 1e9)
+        snprintf(out, len, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+    else
+        snprintf(out, len, "%.0f s", s);
+}
+
+/* The command line, words joined by blanks, quoted where they hold
+ * blanks or quotes so the line can be pasted into a shell. */
+static char *join_command(const json_t *cmd)
+{
+    struct sb b = SB_INIT;
+    size_t i;
+    json_t *w;
+    json_array_foreach(cmd, i, w) {
+        if (b.len > 4 * COMMAND_MAX)
+            break;  /* the formats show at most COMMAND_MAX bytes of it */
+        const char *s = json_is_string(w) ? json_string_value(w) : "?";
+        if (i)
+            sb_puts(&b, " ");
+        if (!*s || strpbrk(s, " \t\n'\"\\$`")) {
+            sb_puts(&b, "'");
+            for (const char *p = s; *p; p++)
+                if (*p == '\'')
+                    sb_puts(&b, "'\\''");
+                else
+                    sb_putn(&b, p, 1);
+            sb_puts(&b, "'");
+        } else {
+            sb_puts(&b, s);
+        }
+    }
+    return sb_take(&b);
+}
+
+static void summary_release(struct summary *s)
+{
+    free(s->headline);
+    free(s->title);
+    free(s->throughput);
+    free(s->trials);
+    free(s->exit);
+    free(s->gpu);
+    free(s->started);
+    free(s->command);
+    for (size_t i = 0; i < s->ncells; i++) {
+        free(s->cell_label[i]);
+        free(s->cell_value[i]);
+        free(s->cell_line[i]);
+    }
+    free(s->cell_label);
+    free(s->cell_value);
+    free(s->cell_line);
+    for (size_t i = 0; i < s->nchanges; i++)
+        free(s->change[i]);
+    free(s->change);
+    free(s->change_regression);
+    memset(s, 0, sizeof *s);
+}
+
+static void summary_cells(struct summary *s, const json_t *max_fit)
+{
+    size_t n = json_array_size(max_fit);
+    if (!n)
+        return;
+    s->cell_label = calloc(n, sizeof *s->cell_label);
+    s->cell_value = calloc(n, sizeof *s->cell_value);
+    s->cell_line = calloc(n, sizeof *s->cell_line);
+    if (!s->cell_label || !s->cell_value || !s->cell_line) {
+        s->oom = 1;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(max_fit, i);
+        char ga[32], mb[32], sf[32], ltf[32], why[PIECE_MAX + 1];
+        fmt_num(json_object_get(c, "grad_accum"), ga, sizeof ga);
+        fmt_num(json_object_get(c, "micro_batch"), mb, sizeof mb);
+        fmt_num(json_object_get(c, "smallest_fail"), sf, sizeof sf);
+        fmt_num(json_object_get(c, "largest_tried_fit"), ltf, sizeof ltf);
+        const json_t *skipped = json_object_get(c, "skipped");
+        const json_t *bounded = json_object_get(c, "bounded_by");
+        int has_sf = json_is_number(json_object_get(c, "smallest_fail"));
+
+        char value[PIECE_MAX + 64];
+        if (json_is_string(skipped)) {
+            fmt_str(skipped, "", why, sizeof why, PIECE_MAX);
+            snprintf(value, sizeof value, "skipped: %s", why);
+        } else if (json_is_number(json_object_get(c, "micro_batch"))) {
+            snprintf(value, sizeof value, "%s%s%s%s%s", mb, has_sf ? " (" : "", has_sf ? sf : "",
+                     has_sf ? " fails)" : "",
+                     json_is_true(json_object_get(c, "inferred")) ? ", inferred" : "");
+        } else if (json_is_string(bounded)) {
+            if (json_is_number(json_object_get(c, "largest_tried_fit")))
+                snprintf(value, sizeof value, "\xe2\x89\xa5 %s (the top of the range fitted)", ltf);
+            else
+                snprintf(value, sizeof value, "the top of the range fitted");
+        } else if (has_sf) {
+            snprintf(value, sizeof value, "none fits (%s fails)", sf);
+        } else {
+            snprintf(value, sizeof value, "unknown");
+        }
+        s->cell_label[i] = sdup(s, "grad_accum %s, checkpointing %s", ga,
+                                ckpt_text(json_object_get(c, "checkpointing")));
+        s->cell_value[i] = sdup(s, "%s", value);
+        s->cell_line[i] = sdup(s, "grad_accum %s, checkpointing %s: %s", ga,
+                               ckpt_text(json_object_get(c, "checkpointing")), value);
+        s->ncells = i + 1;
+        if (s->oom)
+            return;
+    }
+}
+
+static void summary_baseline(struct summary *s, const json_t *baseline)
+{
+    if (!json_is_object(baseline))
+        return;
+    s->has_baseline = 1;
+    const json_t *changes = json_object_get(baseline, "changes");
+    size_t n = json_array_size(changes);
+    if (n) {
+        s->change = calloc(n, sizeof *s->change);
+        s->change_regression = calloc(n, sizeof *s->change_regression);
+        if (!s->change || !s->change_regression) {
+            s->oom = 1;
+            return;
+        }
+    }
+    /* Regressions first, then the other changes, each in file order. */
+    int any = 0;
+    for (int pass = 1; pass >= 0; pass--) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(changes, i, c) {
+            int reg = json_is_true(json_object_get(c, "regression"));
+            if (reg != pass)
+                continue;
+            any |= reg;
+            const json_t *t = json_object_get(c, "text");
+            struct sb b = SB_INIT;
+            sb_put_esc(&b, json_is_string(t) ? json_string_value(t) : "(no text)",
+                       LINE_MAX_BYTES, ESC_PLAIN);
+            char *line = sb_take(&b);
+            if (!line) {
+                s->oom = 1;
+                return;
+            }
+            s->change[s->nchanges] = line;
+            s->change_regression[s->nchanges++] = reg;
+        }
+    }
+    s->regression = json_is_true(json_object_get(baseline, "regression")) || any;
+}
+
+static int summary_make(struct summary *s, const json_t *r)
+{
+    memset(s, 0, sizeof *s);
+    const json_t *space = json_object_get(r, "space");
+    const json_t *best = json_object_get(r, "best");
+    const json_t *summ = json_object_get(r, "summary");
+    const json_t *host = json_object_get(r, "host");
+    const json_t *gpus = json_object_get(host, "gpus");
+
+    char unit[64], hostname[PIECE_MAX + 1], gpu[PIECE_MAX + 1], started[64];
+    fmt_str(json_object_get(space, "unit"), "samples", unit, sizeof unit, 32);
+    fmt_str(json_object_get(host, "hostname"), "", hostname, sizeof hostname, 100);
+    fmt_str(json_object_get(r, "started_at"), "unknown", started, sizeof started, 40);
+
+    long code = -1;
+    const json_t *ex = json_object_get(summ, "exit");
+    if (json_is_integer(ex))
+        code = (long)json_integer_value(ex);
+    int interrupted = json_is_true(json_object_get(summ, "interrupted"));
+    int has_best = json_is_object(best) && json_is_number(json_object_get(best, "micro_batch"));
+
+    /* The outcome. */
+    char outcome[512];
+    if (has_best) {
+        char mb[32], ga[32];
+        fmt_num(json_object_get(best, "micro_batch"), mb, sizeof mb);
+        fmt_num(json_object_get(best, "grad_accum"), ga, sizeof ga);
+        snprintf(outcome, sizeof outcome, "micro_batch %s \xc3\x97 grad_accum %s, checkpointing %s",
+                 mb, ga, ckpt_text(json_object_get(best, "checkpointing")));
+    } else {
+        snprintf(outcome, sizeof outcome, "no configuration chosen: %s", exit_text(code));
+    }
+    const json_t *sps = has_best ? json_object_get(best, "samples_per_s") : NULL;
+    if (json_is_number(sps))
+        s->throughput = sdup(s, "%.1f %s/s", json_number_value(sps), unit);
+    else
+        s->throughput = sdup(s, "unknown");
+    s->title = sdup(s, "%s", outcome);
+
+    /* Trials and time: the summary's, else counted. */
+    const json_t *nt = json_object_get(summ, "trials");
+    char ntrials[32], wall[32];
+    if (json_is_number(nt))
+        fmt_num(nt, ntrials, sizeof ntrials);
+    else
+        snprintf(ntrials, sizeof ntrials, "%zu", json_array_size(json_object_get(r, "trials")));
+    const json_t *ws = json_object_get(summ, "wall_s");
+    human_seconds(json_is_number(ws) ? json_number_value(ws) : -1, wall, sizeof wall);
+    s->trials = sdup(s, "%s trial%s in %s", ntrials, strcmp(ntrials, "1") ? "s" : "", wall);
+
+    if (code >= 0)
+        s->exit = sdup(s, "%ld (%s)%s", code, exit_text(code), interrupted && code != 130 ? ", interrupted" : "");
+    else
+        s->exit = sdup(s, "unknown");
+    s->ok = has_best && code == 0;
+
+    /* The GPU, and the host. */
+    size_t ngpus = json_array_size(gpus);
+    const json_t *g0 = json_array_get(gpus, 0);
+    if (ngpus) {
+        char more[32] = "";
+        fmt_str(json_object_get(g0, "name"), "unnamed GPU", gpu, sizeof gpu, PIECE_MAX);
+        if (ngpus > 1)
+            snprintf(more, sizeof more, " (%zu GPUs)", ngpus);
+        const json_t *mem = json_object_get(g0, "memory_total_bytes");
+        char memtxt[48] = "";
+        if (json_is_number(mem) && json_number_value(mem) > 0)
+            snprintf(memtxt, sizeof memtxt, ", %.0f GiB", json_number_value(mem) / 1073741824.0);
+        s->gpu = sdup(s, "%s%s%s%s%s", gpu, memtxt, more, *hostname ? " on " : "", hostname);
+    } else {
+        s->gpu = sdup(s, "no GPU%s%s", *hostname ? " on " : "", hostname);
+    }
+    s->started = sdup(s, "%s", started);
+
+    const json_t *cmd = json_object_get(r, "command");
+    s->command = json_is_array(cmd) ? join_command(cmd) : strdup("");
+    if (!s->command)
+        s->oom = 1;
+
+    summary_cells(s, json_object_get(r, "max_fit"));
+    summary_baseline(s, json_object_get(r, "baseline"));
+
+    s->headline = sdup(s, "%sautobatch%s%s: %s%s%s%s", s->regression ? "\xe2\x9a\xa0 " : "",
+                       *hostname ? " on " : "", hostname, outcome,
+                       json_is_number(sps) ? ", " : "", json_is_number(sps) ? s->throughput : "",
+                       s->regression ? " (regression against the baseline)" : "");
+    return s->oom ? -1 : 0;
+}
+
+/* jansson builders: a NULL value or a failed insertion marks *bad. */
+static void put(json_t *o, const char *k, json_t *v, int *bad)
+{
+    if (!o || !v || json_object_set_new(o, k, v))
+        *bad = 1;
+}
+
+static void push(json_t *a, json_t *v, int *bad)
+{
+    if (!a || !v || json_array_append_new(a, v))
+        *bad = 1;
+}
+
+/* A string escaped and cut to max bytes, as a JSON string. */
+static json_t *jstr(const char *s, size_t max, enum esc e)
+{
+    struct sb b = SB_INIT;
+    sb_put_esc(&b, s, max, e);
+    char *t = sb_take(&b);
+    json_t *j = t ? json_string(t) : NULL;
+    free(t);
+    return j;
+}
+
+static json_t *jsb(struct sb *b)
+{
+    char *t = sb_take(b);
+    json_t *j = t ? json_string(t) : NULL;
+    free(t);
+    memset(b, 0, sizeof *b);
+    return j;
+}
+
+static json_t *slack_section(struct sb *b)
+{
+    json_t *sec = json_object(), *txt = json_object();
+    int bad = 0;
+    put(txt, "type", json_string("mrkdwn"), &bad);
+    put(txt, "text", jsb(b), &bad);
+    put(sec, "type", json_string("section"), &bad);
+    put(sec, "text", txt, &bad);
+    if (bad) {
+        json_decref(sec);
+        return NULL;
+    }
+    return sec;
+}
+
+/* The baseline's changes, each prefixed with the marker of its kind;
+ * NULL when there are none or memory ran out. */
+static char **marked_changes(const struct summary *s, const char *reg, const char *other)
+{
+    char **l = s->nchanges ? calloc(s->nchanges, sizeof *l) : NULL;
+    for (size_t i = 0; l && i < s->nchanges; i++) {
+        struct sb b = SB_INIT;
+        sb_puts(&b, s->change_regression[i] ? reg : other);
+        sb_puts(&b, s->change[i]);
+        if (!(l[i] = sb_take(&b))) {
+            for (size_t k = 0; k < i; k++)
+                free(l[k]);
+            free(l);
+            return NULL;
+        }
+    }
+    return l;
+}
+
+static void free_lines(char **l, size_t n)
+{
+    for (size_t i = 0; l && i < n; i++)
+        free(l[i]);
+    free(l);
+}
+
+static json_t *payload_slack(const struct summary *s)
+{
+    int bad = 0;
+    json_t *root = json_object(), *blocks = json_array();
+    struct sb b = SB_INIT;
+
+    put(root, "text", jstr(s->headline, SLACK_SECTION_MAX, ESC_SLACK), &bad);
+
+    sb_puts(&b, "*");
+    sb_put_esc(&b, s->headline, SLACK_SECTION_MAX - 2, ESC_SLACK);
+    sb_puts(&b, "*");
+    push(blocks, slack_section(&b), &bad);
+
+    const char *names[] = { "Throughput", "Trials", "Exit status", "GPU", "Started" };
+    const char *vals[] = { s->throughput, s->trials, s->exit, s->gpu, s->started };
+    for (int i = 0; i < 5; i++) {
+        sb_printf(&b, "%s*%s:* ", i ? "\n" : "", names[i]);
+        sb_put_esc(&b, vals[i], PIECE_MAX + 100, ESC_SLACK);
+    }
+    push(blocks, slack_section(&b), &bad);
+
+    if (s->ncells) {
+        sb_puts(&b, "*Largest micro-batch per cell*");
+        sb_put_list(&b, SLACK_SECTION_MAX, s->cell_line, s->ncells, "\xe2\x80\xa2 ",
+                    LINE_MAX_BYTES, ESC_SLACK, "cells");
+        push(blocks, slack_section(&b), &bad);
+    }
+    if (s->has_baseline) {
+        sb_puts(&b, s->regression ? "*:warning: Regression against the baseline*"
+                                  : "*No regression against the baseline*");
+        char **lines = marked_changes(s, ":warning: ", "\xe2\x80\xa2 ");
+        if (s->nchanges && !lines)
+            bad = 1;
+        else
+            sb_put_list(&b, SLACK_SECTION_MAX, lines, s->nchanges, "", LINE_MAX_BYTES,
+                        ESC_SLACK, "changes");
+        free_lines(lines, s->nchanges);
+        push(blocks, slack_section(&b), &bad);
+    }
+    if (*s->command) {
+        sb_puts(&b, "*Command:* `");
+        sb_put_esc(&b, s->command, COMMAND_MAX, ESC_SLACK_CODE);
+        sb_puts(&b, "`");
+        push(blocks, slack_section(&b), &bad);
+    }
+    put(root, "blocks", blocks, &bad);
+    free(b.p);
+    if (bad) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+static json_t *discord_field(const char *name, json_t *value, int inl, int *bad)
+{
+    json_t *f = json_object();
+    put(f, "name", json_string(name), bad);
+    put(f, "value", value, bad);
+    put(f, "inline", json_boolean(inl), bad);
+    return f;
+}
+
+/* Characters Discord counts towards an embed's 6000: title,
+ * description, field names and values, footer text. */
+static size_t discord_embed_size(const json_t *e)
+{
+    size_t n = json_string_length(json_object_get(e, "title")) +
+               json_string_length(json_object_get(e, "description")) +
+               json_string_length(json_object_get(json_object_get(e, "footer"), "text"));
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(e, "fields"), i, f)
+        n += json_string_length(json_object_get(f, "name")) +
+             json_string_length(json_object_get(f, "value"));
+    return n;
+}
+
+static json_t *payload_discord(const struct summary *s)
+{
+    int bad = 0;
+    json_t *root = json_object(), *embeds = json_array(), *e = json_object(),
+           *fields = json_array(), *footer = json_object(), *mentions = json_object();
+    struct sb b = SB_INIT;
+
+    sb_puts(&b, "**");
+    sb_put_esc(&b, s->headline, DISCORD_CONTENT_MAX - 4, ESC_DISCORD);
+    sb_puts(&b, "**");
+    put(root, "content", jsb(&b), &bad);
+
+    put(e, "title", jstr(s->title, DISCORD_TITLE_MAX, ESC_PLAIN), &bad);
+    if (*s->command) {
+        sb_puts(&b, "`");
+        sb_put_esc(&b, s->command, COMMAND_MAX, ESC_CODE);
+        sb_puts(&b, "`");
+        put(e, "description", jsb(&b), &bad);
+    }
+    /* Green when chosen without regression, red on a regression, amber
+     * when nothing was chosen. */
+    put(e, "color", json_integer(s->regression ? 0xE01E5A : s->ok ? 0x2EB67D : 0xECB22E), &bad);
+
+    const char *names[] = { "Throughput", "Trials", "Exit status", "GPU" };
+    const char *vals[] = { s->throughput, s->trials, s->exit, s->gpu };
+    for (int i = 0; i < 4; i++)
+        push(fields, discord_field(names[i], jstr(vals[i], DISCORD_SHORT_FIELD_MAX, ESC_DISCORD), 1,
+                                   &bad), &bad);
+    if (s->ncells) {
+        sb_put_list(&b, DISCORD_FIELD_MAX, s->cell_line, s->ncells, "", LINE_MAX_BYTES,
+                    ESC_DISCORD, "cells");
+        push(fields, discord_field("Largest micro-batch per cell", jsb(&b), 0, &bad), &bad);
+    }
+    if (s->has_baseline) {
+        char **lines = marked_changes(s, "\xe2\x9a\xa0 ", "\xe2\x80\xa2 ");
+        if (s->nchanges && !lines)
+            bad = 1;
+        else
+            sb_put_list(&b, DISCORD_FIELD_MAX, lines, s->nchanges, "", LINE_MAX_BYTES,
+                        ESC_DISCORD, "changes");
+        free_lines(lines, s->nchanges);
+        if (!s->nchanges)
+            sb_puts(&b, "no changes");
+        push(fields, discord_field(s->regression ? "Regression against the baseline"
+                                                 : "Against the baseline",
+                                   jsb(&b), 0, &bad), &bad);
+    }
+    put(e, "fields", fields, &bad);
+    sb_puts(&b, "autobatch.results/1, started ");
+    sb_put_esc(&b, s->started, 64, ESC_PLAIN);
+    put(footer, "text", jsb(&b), &bad);
+    put(e, "footer", footer, &bad);
+    push(embeds, e, &bad);
+    put(root, "embeds", embeds, &bad);
+    put(mentions, "parse", json_array(), &bad);
+    put(root, "allowed_mentions", mentions, &bad);
+    free(b.p);
+    if (bad || discord_embed_size(e) > DISCORD_TOTAL_MAX) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+static json_t *teams_text(const char *text, size_t max, const char *weight, const char *color,
+                          int subtle, int *bad)
+{
+    json_t *t = json_object();
+    put(t, "type", json_string("TextBlock"), bad);
+    put(t, "text", jstr(text, max, ESC_PLAIN), bad);
+    put(t, "wrap", json_true(), bad);
+    if (weight)
+        put(t, "weight", json_string(weight), bad);
+    if (color)
+        put(t, "color", json_string(color), bad);
+    if (subtle)
+        put(t, "isSubtle", json_true(), bad);
+    return t;
+}
+
+static json_t *teams_fact(const char *title, const char *value, int *bad)
+{
+    json_t *f = json_object();
+    put(f, "title", jstr(title, PIECE_MAX, ESC_PLAIN), bad);
+    put(f, "value", jstr(value, LINE_MAX_BYTES + 100, ESC_PLAIN), bad);
+    return f;
+}
+
+static json_t *teams_factset(json_t *facts, int *bad)
+{
+    json_t *fs = json_object();
+    put(fs, "type", json_string("FactSet"), bad);
+    put(fs, "facts", facts, bad);
+    return fs;
+}
+
+static json_t *payload_teams(const struct summary *s)
+{
+    int bad = 0;
+    json_t *root = json_object(), *atts = json_array(), *att = json_object(),
+           *card = json_object(), *body = json_array(), *facts = json_array();
+    char more[64];
+
+    push(body, teams_text(s->headline, 1000, "Bolder",
+                          s->regression ? "Attention" : s->ok ? "Good" : "Warning", 0, &bad), &bad);
+    const char *names[] = { "Throughput", "Trials", "Exit status", "GPU", "Started" };
+    const char *vals[] = { s->throughput, s->trials, s->exit, s->gpu, s->started };
+    for (int i = 0; i < 5; i++)
+        push(facts, teams_fact(names[i], vals[i], &bad), &bad);
+    push(body, teams_factset(facts, &bad), &bad);
+
+    if (s->ncells) {
+        push(body, teams_text("Largest micro-batch per cell", 100, "Bolder", NULL, 0, &bad), &bad);
+        json_t *cells = json_array();
+        for (size_t i = 0; i < s->ncells && i < TEAMS_MAX_CELLS; i++)
+            push(cells, teams_fact(s->cell_label[i], s->cell_value[i], &bad), &bad);
+        if (s->ncells > TEAMS_MAX_CELLS) {
+            snprintf(more, sizeof more, "and %zu more cells", s->ncells - TEAMS_MAX_CELLS);
+            push(cells, teams_fact(ELLIPSIS, more, &bad), &bad);
+        }
+        push(body, teams_factset(cells, &bad), &bad);
+    }
+    if (s->has_baseline) {
+        push(body, teams_text(s->regression ? "\xe2\x9a\xa0 Regression against the baseline"
+                                            : "No regression against the baseline",
+                              100, "Bolder", s->regression ? "Attention" : NULL, 0, &bad), &bad);
+        if (s->nchanges) {
+            json_t *ch = json_array();
+            for (size_t i = 0; i < s->nchanges && i < TEAMS_MAX_CHANGES; i++)
+                push(ch, teams_fact(s->change_regression[i] ? "regression" : "change",
+                                    s->change[i], &bad), &bad);
+            if (s->nchanges > TEAMS_MAX_CHANGES) {
+                snprintf(more, sizeof more, "and %zu more changes", s->nchanges - TEAMS_MAX_CHANGES);
+                push(ch, teams_fact(ELLIPSIS, more, &bad), &bad);
+            }
+            push(body, teams_factset(ch, &bad), &bad);
+        }
+    }
+    if (*s->command) {
+        json_t *t = teams_text(s->command, COMMAND_MAX, NULL, NULL, 1, &bad);
+        put(t, "fontType", json_string("Monospace"), &bad);
+        push(body, t, &bad);
+    }
+
+    put(card, "$schema", json_string("http://adaptivecards.io/schemas/adaptive-card.json"), &bad);
+    put(card, "type", json_string("AdaptiveCard"), &bad);
+    put(card, "version", json_string("1.4"), &bad);
+    put(card, "body", body, &bad);
+    put(att, "contentType", json_string("application/vnd.microsoft.card.adaptive"), &bad);
+    put(att, "contentUrl", json_null(), &bad);
+    put(att, "content", card, &bad);
+    push(atts, att, &bad);
+    put(root, "type", json_string("message"), &bad);
+    put(root, "attachments", atts, &bad);
+    if (bad) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+int webhook_payload(const json_t *results, enum webhook_format f, char **body, size_t *len,
+                    char *err, size_t errlen)
+{
+    *body = NULL;
+    *len = 0;
+    if (!json_is_object(results)) {
+        seterr(err, errlen, "the results are not a json object");
+        return -1;
+    }
+    json_t *doc = NULL;
+    struct summary s;
+    if (f == WEBHOOK_GENERIC) {
+        doc = json_incref((json_t *)results);
+    } else {
+        if (summary_make(&s, results) < 0) {
+            summary_release(&s);
+            seterr(err, errlen, "out of memory building the webhook payload");
+            return -1;
+        }
+        doc = f == WEBHOOK_SLACK ? payload_slack(&s)
+            : f == WEBHOOK_DISCORD ? payload_discord(&s)
+            : payload_teams(&s);
+        summary_release(&s);
+    }
+    char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (!text) {
+        seterr(err, errlen, "cannot build the %s webhook payload", webhook_format_name(f));
+        return -1;
+    }
+    *body = text;
+    *len = strlen(text);
+    return 0;
+}
+
+/* ================================================================ */
+/* Sending                                                           */
+
+void webhook_opts_default(struct webhook_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->connect_timeout_s = 10;
+    o->total_timeout_s = 30;
+    o->max_attempts = 5;
+    o->base_delay_s = 1;
+    o->max_delay_s = 60;
+}
+
+double webhook_backoff(int attempt, double base, double cap, double retry_after_s,
+                       unsigned rand_bits)
+{
+    if (cap < 0)
+        cap = 0;
+    if (retry_after_s >= 0)
+        return retry_after_s < cap ? retry_after_s : cap;
+    if (attempt < 1)
+        attempt = 1;
+    if (base < 0)
+        base = 0;
+    /* Doubling stops at the cap, so a large attempt cannot overflow. */
+    double d = base;
+    for (int i = 1; i < attempt && d < cap; i++)
+        d *= 2;
+    if (d > cap)
+        d = cap;
+    double u = (double)rand_bits / ((double)UINT_MAX + 1.0);
+    return d / 2 + u * (d / 2);
+}
+
+double webhook_retry_after(const char *v, time_t now)
+{
+    if (!v)
+        return -1;
+    while (*v == ' ' || *v == '\t')
+        v++;
+    size_t n = strlen(v);
+    while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\r' || v[n - 1] == '\n'))
+        n--;
+    if (!n || n > 128)
+        return -1;
+    char buf[129];
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+
+    if (isdigit((unsigned char)buf[0])) {
+        /* delay-seconds: digits, leniently a decimal fraction. */
+        char *end;
+        errno = 0;
+        double s = strtod(buf, &end);
+        if (*end == '\0' && errno == 0 && s >= 0 && strspn(buf, "0123456789.") == n)
+            return s > 1e9 ? 1e9 : s;
+        /* Not a number: an HTTP date never starts with a digit in the
+         * IMF-fixdate, RFC 850 or asctime forms, but curl_getdate also
+         * reads "21 Oct 2015 ..." and the like; try it. */
+    }
+    time_t t = curl_getdate(buf, NULL);
+    if (t == (time_t)-1)
+        return -1;
+    return t > now ? (double)(t - now) : 0;
+}
+
+/* What one attempt saw. */
+struct attempt {
+    char retry_after[130];
+    char answer[160];       /* the start of the response body, for messages */
+    size_t answer_len;
+    const volatile sig_atomic_t *cancel;
+};
+
+static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
+{
+    struct attempt *a = ud;
+    size_t n = size * nitems;
+    /* A new status line starts a new response (after a 100 Continue):
+     * forget headers of the one before. */
+    if (n >= 5 && !strncmp(buf, "HTTP/", 5)) {
+        a->retry_after[0] = '\0';
+        a->answer_len = 0;
+        a->answer[0] = '\0';
+    } else if (n > 12 && !strncasecmp(buf, "retry-after:", 12)) {
+        size_t vlen = n - 12;
+        if (vlen > sizeof a->retry_after - 1)
+            vlen = sizeof a->retry_after - 1;
+        memcpy(a->retry_after, buf + 12, vlen);
+        a->retry_after[vlen] = '\0';
+    }
+    return n;
+}
+
+static size_t on_body(char *buf, size_t size, size_t nmemb, void *ud)
+{
+    struct attempt *a = ud;
+    size_t n = size * nmemb, room = sizeof a->answer - 1 - a->answer_len;
+    size_t take = n < room ? n : room;
+    memcpy(a->answer + a->answer_len, buf, take);
+    a->answer_len += take;
+    a->answer[a->answer_len] = '\0';
+    return n;   /* the rest is read and dropped */
+}
+
+static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                       curl_off_t ulnow)
+{
+    (void)dltotal;
+    (void)dlnow;
+    (void)ultotal;
+    (void)ulnow;
+    struct attempt *a = ud;
+    return a->cancel && *a->cancel;
+}
+
+static double now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Sleep s seconds in slices, so a cancel flag set by a signal handler
+ * is seen within 0.1 s.  Returns -1 when cancelled. */
+static int nap(double s, const volatile sig_atomic_t *cancel)
+{
+    double end = now_mono() + s;
+    for (;;) {
+        if (cancel && *cancel)
+            return -1;
+        double left = end - now_mono();
+        if (left <= 0)
+            return 0;
+        if (left > 0.1)
+            left = 0.1;
+        struct timespec ts = { (time_t)left, (long)((left - (double)(time_t)left) * 1e9) };
+        nanosleep(&ts, NULL);   /* EINTR: the loop looks at the flag and the clock */
+    }
+}
+
+/* The answer body as a short printable line for an error message. */
+static void answer_line(const struct attempt *a, char *out, size_t len)
+{
+    size_t j = 0;
+    int blank = 0;
+    for (size_t i = 0; i < a->answer_len && j + 1 < len && j < 120; i++) {
+        unsigned char c = (unsigned char)a->answer[i];
+        if (c < 0x20 || c >= 0x7f || c == ' ') {
+            if (!blank && j)
+                out[j++] = ' ';
+            blank = 1;
+        } else {
+            out[j++] = (char)c;
+            blank = 0;
+        }
+    }
+    while (j && out[j - 1] == ' ')
+        j--;
+    out[j] = '\0';
+}
+
+enum verdict { V_OK, V_RETRY, V_STOP, V_FINAL };
+
+static enum verdict judge(CURLcode c, long status)
+{
+    if (c == CURLE_OK) {
+        if (status >= 200 && status < 300)
+            return V_OK;
+        if (status == 408 || status == 425 || status == 429 || (status >= 500 && status < 600))
+            return V_RETRY;
+        return V_FINAL;
+    }
+    switch (c) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_AGAIN:
+        return V_RETRY;
+    case CURLE_UNSUPPORTED_PROTOCOL:
+    case CURLE_URL_MALFORMAT:
+        return V_FINAL;
+    default:
+        /* TLS verification and local failures: retrying at once will not
+         * help, but the payload is worth keeping. */
+        return V_STOP;
+    }
+}
+
+static int url_scheme_ok(const char *url)
+{
+    return !strncasecmp(url, "http://", 7) || !strncasecmp(url, "https://", 8);
+}
+
+/* Never let the secret reach a message, whatever a server echoed. */
+static void scrub(const struct webhook_opts *o, const char *where, char *err, size_t errlen)
+{
+    if (err && errlen && o->secret && *o->secret && strstr(err, o->secret))
+        seterr(err, errlen, "webhook '%s' failed (the message is withheld: it held the secret)",
+               where);
+}
+
+int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
+                 struct webhook_result *r, char *err, size_t errlen)
+{
+    char where[256];
+    memset(r, 0, sizeof *r);
+    webhook_url_redact(o->url, where, sizeof where);
+
+    if (o->delivery_id && uuid_shaped(o->delivery_id)) {
+        snprintf(r->delivery_id, sizeof r->delivery_id, "%s", o->delivery_id);
+    } else if (webhook_uuid4(r->delivery_id, err, errlen) < 0) {
+        return -1;
+    }
+    if (!o->url || !*o->url || !url_scheme_ok(o->url)) {
+        r->permanent = 1;
+        seterr(err, errlen, "unsupported webhook url '%s': use an http:// or https:// url", where);
+        return -1;
+    }
+
+    CURL *h = curl_easy_init();
+    if (!h) {
+        seterr(err, errlen, "cannot start a webhook request: out of memory");
+        return -1;
+    }
+    struct curl_slist *hdrs = NULL, *tmp;
+    char line[128];
+    int ok = 1;
+#define ADD_HEADER(s) do { tmp = curl_slist_append(hdrs, (s)); if (!tmp) ok = 0; else hdrs = tmp; } while (0)
+    ADD_HEADER("Content-Type: application/json");
+    /* No "Expect: 100-continue" round trip for bodies over 1 MiB. */
+    ADD_HEADER("Expect:");
+    snprintf(line, sizeof line, WEBHOOK_HDR_DELIVERY ": %s", r->delivery_id);
+    ADD_HEADER(line);
+    if (o->secret && *o->secret) {
+        char sig[WEBHOOK_SIG_LEN];
+        webhook_signature(o->secret, body, len, sig);
+        snprintf(line, sizeof line, WEBHOOK_HDR_SIGNATURE ": %s", sig);
+        ADD_HEADER(line);
+    }
+#undef ADD_HEADER
+
+    struct attempt a;
+    char cerr[CURL_ERROR_SIZE];
+    long ct_ms = (long)((o->connect_timeout_s > 0 ? o->connect_timeout_s : 10) * 1000);
+    long tt_ms = (long)((o->total_timeout_s > 0 ? o->total_timeout_s : 30) * 1000);
+    if (ct_ms < 1)
+        ct_ms = 1;
+    if (tt_ms < 1)
+        tt_ms = 1;
+    CURLcode sc = CURLE_OK;
+    sc |= curl_easy_setopt(h, CURLOPT_URL, o->url);
+    sc |= curl_easy_setopt(h, CURLOPT_POST, 1L);
+    /* POSTFIELDS NULL would make curl read the body from stdin. */
+    sc |= curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+    sc |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    sc |= curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    sc |= curl_easy_setopt(h, CURLOPT_USERAGENT, o->user_agent ? o->user_agent : "autobatch");
+    sc |= curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ct_ms);
+    sc |= curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, tt_ms);
+    sc |= curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    sc |= curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    sc |= curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    sc |= curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    sc |= curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, o->insecure ? 0L : 1L);
+    sc |= curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, o->insecure ? 0L : 2L);
+    sc |= curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+    sc |= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    sc |= curl_easy_setopt(h, CURLOPT_HEADERDATA, &a);
+    sc |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    sc |= curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
+    sc |= curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    sc |= curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    sc |= curl_easy_setopt(h, CURLOPT_XFERINFODATA, &a);
+    if (!ok || sc != CURLE_OK) {
+        seterr(err, errlen, "cannot set up the webhook request to '%s'", where);
+        curl_slist_free_all(hdrs);
+        curl_easy_cleanup(h);
+        return -1;
+    }
+
+    int max = o->max_attempts > 0 ? o->max_attempts : 1;
+    int rc = -1;
+    for (;;) {
+        memset(&a, 0, sizeof a);
+        a.cancel = o->cancel;
+        cerr[0] = '\0';
+        CURLcode c = curl_easy_perform(h);
+        r->attempts++;
+        long status = 0;
+        if (c == CURLE_OK)
+            curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+        r->last_status = status;
+        enum verdict v = judge(c, status);
+        const char *s = r->attempts == 1 ? "" : "s";
+
+        if (v == V_OK) {
+            rc = 0;
+            break;
+        }
+        if (c == CURLE_ABORTED_BY_CALLBACK || (o->cancel && *o->cancel)) {
+            seterr(err, errlen, "webhook '%s' interrupted after %d attempt%s", where,
+                   r->attempts, s);
+            break;
+        }
+        if (c == CURLE_OK) {
+            char ans[128];
+            answer_line(&a, ans, sizeof ans);
+            seterr(err, errlen, "webhook '%s' answered %ld after %d attempt%s%s%s", where, status,
+                   r->attempts, s, *ans ? ": " : "", ans);
+        } else {
+            seterr(err, errlen, "webhook '%s' failed after %d attempt%s: %s", where, r->attempts, s,
+                   *cerr ? cerr : curl_easy_strerror(c));
+        }
+        if (v == V_FINAL) {
+            r->permanent = 1;
+            break;
+        }
+        if (v == V_STOP || r->attempts >= max)
+            break;
+
+        unsigned bits = 0;
+        if (random_bytes(&bits, sizeof bits) < 0)
+            bits = (unsigned)(now_mono() * 1e9);
+        double wait = webhook_backoff(r->attempts, o->base_delay_s, o->max_delay_s,
+                                      webhook_retry_after(a.retry_after, time(NULL)), bits);
+        if (nap(wait, o->cancel) < 0) {
+            seterr(err, errlen, "webhook '%s' interrupted after %d attempt%s", where,
+                   r->attempts, s);
+            break;
+        }
+    }
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    if (rc < 0)
+        scrub(o, where, err, errlen);
+    return rc;
+}
+
+/* ================================================================ */
+/* The spool                                                         */
+
+#define SPOOL_SCHEMA "autobatch.webhook-spool/1"
+#define SPOOL_FILE_MAX (64u << 20)
+
+/* mkdir -p, new directories 0700. */
+static int mkdirs(const char *dir, char *err, size_t errlen)
+{
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        seterr(err, errlen, "spool directory name too long");
+        return -1;
+    }
+    for (char *p = path + 1; ; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+                seterr(err, errlen, "cannot create '%s': %s", path, strerror(errno));
+                return -1;
+            }
+            *p = c;
+            if (!c)
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        seterr(err, errlen, "spool '%s' is not a directory", dir);
+        return -1;
+    }
+    return 0;
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int webhook_spool_save_delivery(const char *dir, const char *url, const char *body, size_t len,
+                                const char *delivery_id, char *err, size_t errlen)
+{
+    char id[WEBHOOK_UUID_LEN];
+    if (!url || !*url) {
+        seterr(err, errlen, "no webhook url to spool the payload for");
+        return -1;
+    }
+    if (delivery_id && uuid_shaped(delivery_id))
+        snprintf(id, sizeof id, "%s", delivery_id);
+    else if (webhook_uuid4(id, err, errlen) < 0)
+        return -1;
+
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char stamp[32], iso[32];
+    strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
+    strftime(iso, sizeof iso, "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+    json_t *doc = json_object(), *jb = json_stringn(body, len);
+    int bad = !jb;
+    put(doc, "schema", json_string(SPOOL_SCHEMA), &bad);
+    put(doc, "url", json_string(url), &bad);
+    put(doc, "delivery_id", json_string(id), &bad);
+    put(doc, "created_at", json_string(iso), &bad);
+    put(doc, "body", jb, &bad);
+    char *text = bad ? NULL : json_dumps(doc, JSON_INDENT(2));
+    json_decref(doc);
+    if (!text) {
+        seterr(err, errlen, "cannot spool the webhook payload: not utf-8, or out of memory");
+        return -1;
+    }
+    if (mkdirs(dir, err, errlen) < 0) {
+        free(text);
+        return -1;
+    }
+
+    char path[4200], tmpp[4200];
+    snprintf(path, sizeof path, "%s/%s-%s.json", dir, stamp, id);
+    snprintf(tmpp, sizeof tmpp, "%s/.%s-%s.tmp", dir, stamp, id);
+    int fd = open(tmpp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    int rc = -1;
+    if (fd < 0) {
+        seterr(err, errlen, "cannot create '%s': %s", tmpp, strerror(errno));
+    } else if (fchmod(fd, 0600) < 0 || write_all(fd, text, strlen(text)) < 0 ||
+               write_all(fd, "\n", 1) < 0 || fsync(fd) < 0) {
+        seterr(err, errlen, "cannot write '%s': %s", tmpp, strerror(errno));
+    } else if (close(fd) < 0) {
+        fd = -1;
+        seterr(err, errlen, "cannot write '%s': %s", tmpp, strerror(errno));
+    } else if (fd = -1, rename(tmpp, path) < 0) {
+        seterr(err, errlen, "cannot rename '%s' to '%s': %s", tmpp, path, strerror(errno));
+    } else {
+        rc = 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0)
+        unlink(tmpp);
+    free(text);
+    return rc;
+}
+
+int webhook_spool_save(const char *dir, const char *url, const char *body, size_t len,
+                       char *err, size_t errlen)
+{
+    return webhook_spool_save_delivery(dir, url, body, len, NULL, err, errlen);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names of spool files in dir, sorted (oldest first). */
+static int list_spool(const char *dir, char ***names, size_t *n, char *err, size_t errlen)
+{
+    *names = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        if (errno == ENOENT)
+            return 0;
+        seterr(err, errlen, "cannot read spool '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    size_t alloc = 0;
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (de->d_name[0] == '.' || l < 6 || strcmp(de->d_name + l - 5, ".json"))
+            continue;
+        if (*n == alloc) {
+            size_t na = alloc ? alloc * 2 : 16;
+            char **nn = realloc(*names, na * sizeof *nn);
+            if (!nn) {
+                rc = -1;
+                break;
+            }
+            *names = nn;
+            alloc = na;
+        }
+        if (!((*names)[*n] = strdup(de->d_name))) {
+            rc = -1;
+            break;
+        }
+        (*n)++;
+    }
+    closedir(d);
+    if (rc < 0)
+        seterr(err, errlen, "cannot read spool '%s': out of memory", dir);
+    else if (*n)
+        qsort(*names, *n, sizeof **names, cmp_names);
+    return rc;
+}
+
+/* Read and check one spool file; the caller decrefs. */
+static json_t *read_spool_file(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode) || (size_t)st.st_size > SPOOL_FILE_MAX) {
+        seterr(err, errlen, "'%s' is not a spool file (too large or not a file)", path);
+        close(fd);
+        return NULL;
+    }
+    json_error_t je;
+    json_t *doc = json_loadfd(fd, 0, &je);
+    close(fd);
+    if (!doc) {
+        seterr(err, errlen, "cannot parse '%s': %s", path, je.text);
+        return NULL;
+    }
+    const json_t *schema = json_object_get(doc, "schema");
+    if (!json_is_string(schema) || strcmp(json_string_value(schema), SPOOL_SCHEMA) ||
+        !json_is_string(json_object_get(doc, "url")) ||
+        !json_is_string(json_object_get(doc, "body"))) {
+        seterr(err, errlen, "'%s' is not a spool file (schema " SPOOL_SCHEMA ")", path);
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+int webhook_spool_flush(const char *dir, const struct webhook_opts *o, const char *override_url,
+                        int *sent, int *left, char *err, size_t errlen)
+{
+    *sent = *left = 0;
+    char **names;
+    size_t n;
+    if (list_spool(dir, &names, &n, err, errlen) < 0)
+        return -1;
+
+    /* URLs that failed for a reason other than a refusal in this flush:
+     * their other payloads wait for the next one. */
+    char **down = n ? calloc(n, sizeof *down) : NULL;
+    size_t ndown = 0;
+    int have_err = 0;
+    char msg[1024];
+
+    for (size_t i = 0; i < n; i++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (o->cancel && *o->cancel) {
+            (*left)++;
+            continue;
+        }
+        json_t *doc = read_spool_file(path, msg, sizeof msg);
+        if (!doc) {
+            (*left)++;
+            if (!have_err++)
+                seterr(err, errlen, "%s", msg);
+            continue;
+        }
+        const char *url = override_url ? override_url : json_string_value(json_object_get(doc, "url"));
+        int skip = 0;
+        for (size_t k = 0; k < ndown; k++)
+            if (!strcmp(down[k], url))
+                skip = 1;
+        if (skip) {
+            (*left)++;
+            json_decref(doc);
+            continue;
+        }
+        struct webhook_opts one = *o;
+        one.url = url;
+        const json_t *id = json_object_get(doc, "delivery_id");
+        one.delivery_id = json_is_string(id) ? json_string_value(id) : NULL;
+        const json_t *body = json_object_get(doc, "body");
+        struct webhook_result r;
+        if (webhook_send(&one, json_string_value(body), json_string_length(body), &r, msg,
+                         sizeof msg) == 0) {
+            (*sent)++;
+            if (unlink(path) < 0 && !have_err++)
+                seterr(err, errlen, "delivered '%s' but cannot remove it: %s", path, strerror(errno));
+        } else {
+            (*left)++;
+            if (!have_err++)
+                seterr(err, errlen, "spooled '%s': %s", names[i], msg);
+            if (!r.permanent && down && (down[ndown] = strdup(url)))
+                ndown++;
+        }
+        json_decref(doc);
+    }
+    for (size_t k = 0; k < ndown; k++)
+        free(down[k]);
+    free(down);
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    if (*left && !have_err)
+        seterr(err, errlen, "%d spooled payload%s not sent", *left, *left == 1 ? "" : "s");
+    return *left || have_err ? -1 : 0;
+}

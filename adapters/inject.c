@@ -22,12 +22,7 @@ int inject_set_flag(struct strvec *argv, const char *flag, const char *value)
     for (size_t i = 1; i < argv->n; i++) {
         const char *a = argv->v[i];
         if (!strncmp(a, flag, fl) && a[fl] == '=') {
-            char *buf = NULL;
-            if (asprintf(&buf, "%s=%s", flag, value) < 0)
-                return -1;
-            int rc = strvec_replace(argv, i, buf);
-            free(buf);
-            if (rc)
+            if (strvec_replacef(argv, i, "%s=%s", flag, value))
                 return -1;
             found = 1;
         } else if (!strcmp(a, flag)) {
@@ -54,12 +49,7 @@ int inject_set_override(struct strvec *argv, const char *key, const char *value)
         const char *a = argv->v[i];
         size_t plus = strspn(a, "+");
         if (plus <= 2 && !strncmp(a + plus, key, kl) && a[plus + kl] == '=') {
-            char *buf = NULL;
-            if (asprintf(&buf, "%.*s%s=%s", (int)plus, a, key, value) < 0)
-                return -1;
-            int rc = strvec_replace(argv, i, buf);
-            free(buf);
-            if (rc)
+            if (strvec_replacef(argv, i, "%.*s%s=%s", (int)plus, a, key, value))
                 return -1;
             found = 1;
         }
@@ -232,10 +222,7 @@ static int inject_copy(const struct inject_ctx *ctx, enum knob_via which, const 
         if (inject_same_file(a, path)) {
             named |= !strvec_replace(&t->argv, i, *tmp);
         } else if (a[0] == '-' && eq && inject_same_file(eq + 1, path)) {
-            char *buf = NULL;
-            if (asprintf(&buf, "%.*s=%s", (int)(eq - a), a, *tmp) >= 0)
-                named |= !strvec_replace(&t->argv, i, buf);
-            free(buf);
+            named |= !strvec_replacef(&t->argv, i, "%.*s=%s", (int)(eq - a), a, *tmp);
         }
     }
     if (!named) {

@@ -45,6 +45,26 @@ static void afile_tmpname(const char *target, char *out, size_t outlen)
     snprintf(out, outlen, "%s/.%s.autobatch-XXXXXX", dirname(a), basename(b));
 }
 
+/* Resolve path, refuse a directory in its place, and create the temporary
+ * file beside the target.  Returns the temporary file's fd (its name in
+ * tmp), or -1 with a reason; st and exists describe the current target. */
+static int afile_open_tmp(const char *path, char *target, size_t tlen, char *tmp, size_t tmplen,
+                          struct stat *st, int *exists, char *err, size_t errlen)
+{
+    if (afile_target(path, target, tlen, err, errlen))
+        return -1;
+    *exists = stat(target, st) == 0;
+    if (*exists && S_ISDIR(st->st_mode)) {
+        snprintf(err, errlen, "cannot write '%s': it is a directory", path);
+        return -1;
+    }
+    afile_tmpname(target, tmp, tmplen);
+    int fd = mkstemp(tmp);
+    if (fd < 0)
+        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+    return fd;
+}
+
 static int afile_write_all(int fd, const char *p, size_t len)
 {
     while (len) {
@@ -63,20 +83,11 @@ static int afile_write_all(int fd, const char *p, size_t len)
 int afile_write(const char *path, const void *data, size_t len, char *err, size_t errlen)
 {
     char target[PATH_MAX], tmp[PATH_MAX + 32];
-    if (afile_target(path, target, sizeof target, err, errlen))
-        return -1;
     struct stat st;
-    int exists = stat(target, &st) == 0;
-    if (exists && S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "cannot write '%s': it is a directory", path);
+    int exists;
+    int fd = afile_open_tmp(path, target, sizeof target, tmp, sizeof tmp, &st, &exists, err, errlen);
+    if (fd < 0)
         return -1;
-    }
-    afile_tmpname(target, tmp, sizeof tmp);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-        return -1;
-    }
     mode_t mode;
     if (exists) {
         mode = st.st_mode & 07777;
@@ -113,19 +124,11 @@ int afile_write(const char *path, const void *data, size_t len, char *err, size_
 int afile_check_writable(const char *path, char *err, size_t errlen)
 {
     char target[PATH_MAX], tmp[PATH_MAX + 32];
-    if (afile_target(path, target, sizeof target, err, errlen))
-        return -1;
     struct stat st;
-    if (stat(target, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "cannot write '%s': it is a directory", path);
+    int exists;
+    int fd = afile_open_tmp(path, target, sizeof target, tmp, sizeof tmp, &st, &exists, err, errlen);
+    if (fd < 0)
         return -1;
-    }
-    afile_tmpname(target, tmp, sizeof tmp);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
-        return -1;
-    }
     close(fd);
     unlink(tmp);
     return 0;

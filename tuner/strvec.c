@@ -64,6 +64,20 @@ int strvec_replace(struct strvec *sv, size_t i, const char *s)
     return 0;
 }
 
+int strvec_replacef(struct strvec *sv, size_t i, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *s = NULL;
+    int n = vasprintf(&s, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    free(sv->v[i]);
+    sv->v[i] = s;
+    return 0;
+}
+
 void strvec_remove(struct strvec *sv, size_t i)
 {
     free(sv->v[i]);

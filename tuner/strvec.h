@@ -25,6 +25,9 @@ int strvec_pushf(struct strvec *sv, const char *fmt, ...)
 int strvec_insert(struct strvec *sv, size_t i, const char *s);
 /** Replace element i with a copy of s.  Returns 0 or -1. */
 int strvec_replace(struct strvec *sv, size_t i, const char *s);
+/** Replace element i with a formatted string.  Returns 0 or -1. */
+int strvec_replacef(struct strvec *sv, size_t i, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /** Remove element i. */
 void strvec_remove(struct strvec *sv, size_t i);
 void strvec_release(struct strvec *sv);

@@ -17,9 +17,11 @@
 enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 
 enum opt_id {
-    O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_GLOBAL_BATCH, O_GRAD_ACCUM,
-    O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_JSON, O_KILL_GRACE, O_KNOB, O_NO_CACHE,
-    O_PRESET, O_QUIET, O_STEPS, O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_VERSION, O_WARMUP,
+    O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_GLOBAL_BATCH, O_GRAD_ACCUM,
+    O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
+    O_MARKDOWN, O_NO_CACHE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_STEPS,
+    O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
+    O_WEBHOOK_INSECURE, O_VERSION, O_WARMUP,
     O_WORLD_SIZE, O_WRITE,
 };
 
@@ -32,6 +34,7 @@ struct opt {
 
 /* Sorted by name. */
 static const struct opt cli_opts[] = {
+    { "baseline", OPT_STRING, 0, O_BASELINE },
     { "batch", OPT_RANGE, 0, O_BATCH },
     { "budget", OPT_DURATION, 0, O_BUDGET },
     { "checkpointing", OPT_STRING, 0, O_CHECKPOINTING },
@@ -41,18 +44,25 @@ static const struct opt cli_opts[] = {
     { "hang-timeout", OPT_DURATION, 0, O_HANG_TIMEOUT },
     { "headroom", OPT_STRING, 0, O_HEADROOM },
     { "help", OPT_FLAG, 'h', O_HELP },
+    { "html", OPT_STRING, 0, O_HTML },
     { "json", OPT_STRING, 0, O_JSON },
+    { "junit", OPT_STRING, 0, O_JUNIT },
     { "kill-grace", OPT_DURATION, 0, O_KILL_GRACE },
     { "knob", OPT_STRING, 0, O_KNOB },
+    { "markdown", OPT_STRING, 0, O_MARKDOWN },
     { "no-cache", OPT_FLAG, 0, O_NO_CACHE },
     { "preset", OPT_STRING, 0, O_PRESET },
     { "quiet", OPT_FLAG, 'q', O_QUIET },
+    { "regression-threshold", OPT_STRING, 0, O_REGRESSION_THRESHOLD },
     { "steps", OPT_COUNT, 0, O_STEPS },
     { "trial-memory-limit", OPT_STRING, 0, O_TRIAL_MEMORY_LIMIT },
     { "trial-timeout", OPT_DURATION, 0, O_TRIAL_TIMEOUT },
     { "verbose", OPT_FLAG, 'v', O_VERBOSE },
     { "version", OPT_FLAG, 'V', O_VERSION },
     { "warmup", OPT_COUNT, 0, O_WARMUP },
+    { "webhook", OPT_STRING, 0, O_WEBHOOK },
+    { "webhook-format", OPT_STRING, 0, O_WEBHOOK_FORMAT },
+    { "webhook-insecure", OPT_FLAG, 0, O_WEBHOOK_INSECURE },
     { "world-size", OPT_COUNT, 0, O_WORLD_SIZE },
     { "write", OPT_FLAG, 0, O_WRITE },
 };
@@ -61,6 +71,9 @@ static const char cli_usage[] =
 "usage: autobatch [OPTIONS] -- COMMAND [ARG...]\n"
 "       autobatch config get FILE KEY\n"
 "       autobatch config set FILE KEY=VALUE...\n"
+"       autobatch report RESULTS [--format markdown|html|junit] [-o FILE]\n"
+"       autobatch matrix RESULTS... [--format markdown|json] [-o FILE]\n"
+"       autobatch notify RESULTS [--webhook URL] [--webhook-format F]\n"
 "\n"
 "Find the largest micro-batch that fits in memory by running COMMAND for a\n"
 "few steps per candidate, watching its output for out-of-memory errors from\n"
@@ -97,6 +110,13 @@ static const char cli_usage[] =
 "                        e.g. 512M or 2G: CPU jobs then meet a real allocator failure\n"
 "Output:\n"
 "  --json FILE|-         write the results file (- for stdout)\n"
+"  --markdown FILE, --junit FILE, --html FILE  reports (HTML: one file, inline SVG)\n"
+"  --baseline FILE       compare with an earlier results file; exit 6 on a regression\n"
+"  --regression-threshold PCT  a throughput drop above PCT is a regression (5)\n"
+"  --webhook URL         post the results (also AUTOBATCH_WEBHOOK_URL); signed with\n"
+"                        AUTOBATCH_WEBHOOK_SECRET when set\n"
+"  --webhook-format F    generic, slack, discord or teams (generic)\n"
+"  --webhook-insecure    do not verify the webhook's TLS certificate\n"
 "  -q, --quiet           hide the command's output (autobatch's own lines stay)\n"
 "  -v, --verbose         show each trial's command line and environment\n"
 "  -h, --help            this text\n"
@@ -107,7 +127,8 @@ static const char cli_usage[] =
 "trainer may append {\"step\": N, \"samples\": S, \"time\": T} lines to).\n"
 "\n"
 "Exit status: 0 chosen, 2 bad usage, 3 nothing fits, 4 the command failed\n"
-"for another reason than memory, 5 budget ran out first, 130 interrupted.\n"
+"for another reason than memory, 5 budget ran out first, 6 a regression\n"
+"against --baseline, 130 interrupted.\n"
 "\n"
 "Examples:\n"
 "  autobatch --preset hf --batch 1:512 --json r.json -- accelerate launch train.py\n"
@@ -185,6 +206,17 @@ static enum cli_status cli_range(const char *arg, struct plan *p)
     return CLI_RUN;
 }
 
+/* "5" or "5%", from 0 to max, as a fraction. */
+static int cli_percent(const char *arg, double max, double *out)
+{
+    char *end;
+    double v = strtod(arg, &end);
+    if (end == arg || (*end && strcmp(end, "%")) || !(v >= 0) || v > max)
+        return -1;
+    *out = v / 100.0;
+    return 0;
+}
+
 static enum cli_status cli_apply(const struct opt *o, const char *arg, struct plan *p)
 {
     double d = 0;
@@ -236,14 +268,26 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
         }
         break;
     }
-    case O_HEADROOM: {
-        char *end;
-        double h = strtod(arg, &end);
-        if (end == arg || (*end && strcmp(end, "%")) || h < 0 || h >= 100)
+    case O_HEADROOM:
+        if (cli_percent(arg, 99, &p->headroom))
             return cli_bad("--headroom '%s': a percentage from 0 to 99, e.g. --headroom 10", arg);
-        p->headroom = h / 100.0;
         break;
-    }
+    case O_REGRESSION_THRESHOLD:
+        if (cli_percent(arg, 100, &p->regression_threshold))
+            return cli_bad("--regression-threshold '%s': a percentage from 0 to 100, e.g. 5", arg);
+        break;
+    case O_MARKDOWN: p->markdown_path = arg; break;
+    case O_JUNIT: p->junit_path = arg; break;
+    case O_HTML: p->html_path = arg; break;
+    case O_BASELINE: p->baseline_path = arg; break;
+    case O_WEBHOOK: p->webhook_url = arg; break;
+    case O_WEBHOOK_INSECURE: p->webhook_insecure = 1; break;
+    case O_WEBHOOK_FORMAT:
+        if (strcmp(arg, "generic") && strcmp(arg, "slack") && strcmp(arg, "discord") &&
+            strcmp(arg, "teams"))
+            return cli_bad("--webhook-format '%s': use generic, slack, discord or teams", arg);
+        p->webhook_format = arg;
+        break;
     case O_JSON: p->json_path = arg; break;
     case O_QUIET: p->quiet = 1; break;
     case O_VERBOSE: p->verbose = 1; break;
@@ -313,13 +357,9 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
         .batch_min = 1, .batch_max = 1024, .batch_step = 1,
         .steps = 5, .warmup = 2, .world_size = 1,
         .trial_timeout_s = 20 * 60, .hang_timeout_s = 5 * 60, .budget_s = 0, .grace_s = 3,
-        .ckpt_off = 1,
+        .ckpt_off = 1, .regression_threshold = 0.05, .webhook_format = "generic",
     };
     *p = def;
-    if (argc > 1 && !strcmp(argv[1], "report")) {
-        cli_error("'autobatch report' is not built yet in this version; see the README's roadmap");
-        return CLI_USAGE;
-    }
     int i = 1;
     int dashdash = 0;
     for (; i < argc; i++) {
@@ -363,5 +403,9 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
     if (!argv[i][0])
         return cli_bad("the command after '--' is empty; e.g. autobatch -- python3 train.py");
     p->command = &argv[i];
+    if (!p->webhook_url) {
+        const char *env = getenv("AUTOBATCH_WEBHOOK_URL");
+        p->webhook_url = env && *env ? env : NULL;
+    }
     return cli_check_command(argv[i]);
 }

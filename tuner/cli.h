@@ -38,6 +38,12 @@ struct plan {
     double headroom;          /**< --headroom PCT as a fraction */
     int no_cache;             /**< --no-cache */
     uint64_t trial_mem_limit; /**< --trial-memory-limit in bytes; 0: none */
+    const char *markdown_path, *junit_path, *html_path; /**< report files, or NULL */
+    const char *baseline_path;   /**< --baseline, or NULL */
+    double regression_threshold; /**< --regression-threshold as a fraction (0.05) */
+    const char *webhook_url;     /**< --webhook or AUTOBATCH_WEBHOOK_URL, or NULL */
+    const char *webhook_format;  /**< --webhook-format (generic) */
+    int webhook_insecure;        /**< --webhook-insecure */
     char **command;          /**< points into argv; NULL-terminated */
 };
 

@@ -88,7 +88,9 @@ void gpu_tick(void *ctx)
 
 int64_t gpu_trial_peak(const struct gpu *g, int64_t report_peak)
 {
-    return g->nv && g->peak >= 0 ? g->peak : report_peak;
+    /* NVML's figure when it saw the trial use memory; a trainer's own
+     * report when NVML saw nothing (no attribution, a CPU job). */
+    return g->nv && g->peak > 0 ? g->peak : report_peak;
 }
 
 int gpu_settle(struct gpu *g)

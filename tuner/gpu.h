@@ -40,7 +40,7 @@ void gpu_open(struct gpu *g, const char *libpath);
 void gpu_trial_start(struct gpu *g);
 /** The trial loop's tick hook; ctx is the struct gpu. */
 void gpu_tick(void *ctx);
-/** This trial's peak: NVML's when it has one, else report_peak (-1 unknown). */
+/** This trial's peak: NVML's when it saw memory in use, else report_peak (-1 unknown). */
 int64_t gpu_trial_peak(const struct gpu *g, int64_t report_peak);
 /** Wait up to 10 s for memory to return to the baselines: 1 settled (or no NVML), 0 not. */
 int gpu_settle(struct gpu *g);

@@ -32,6 +32,7 @@
 #include "search.h"
 #include "space.h"
 #include "strvec.h"
+#include "subcmd.h"
 #include "trial.h"
 
 extern char **environ;
@@ -214,66 +215,6 @@ static long ab_choose(const struct results *res, const struct space *sp, const s
                           "memory figures (no NVML, no peak_mem_bytes in AUTOBATCH_REPORT, no "
                           "numbers in the OOM messages)");
     return best;
-}
-
-/* ------------------------------------------------------ config get/set */
-
-/* autobatch config get FILE KEY | config set FILE KEY=VALUE...  All sets
- * are applied in memory and written once, atomically; any failure leaves
- * the file untouched. */
-static int ab_config_cmd(int argc, char **argv)
-{
-    char err[512];
-    if (argc < 4 || (strcmp(argv[2], "get") && strcmp(argv[2], "set")) ||
-        (!strcmp(argv[2], "get") && argc != 5)) {
-        cli_error("usage: autobatch config get FILE KEY | autobatch config set FILE KEY=VALUE...");
-        return AB_USAGE;
-    }
-    const char *path = argv[3];
-    struct cfile f = CFILE_INIT;
-    if (cfile_load(&f, path, err, sizeof err)) {
-        cli_error("%s", err);
-        return AB_USAGE;
-    }
-    int rc = AB_OK;
-    if (!strcmp(argv[2], "get")) {
-        char *v = NULL;
-        if (cfile_get(&f, argv[4], &v, err, sizeof err) != CEDIT_OK) {
-            cli_error("%s: %s", path, err);
-            rc = AB_USAGE;
-        } else {
-            printf("%s\n", v);
-        }
-        free(v);
-        cfile_release(&f);
-        return rc;
-    }
-    if (argc < 5) {
-        cli_error("config set needs at least one KEY=VALUE, e.g. autobatch config set %s "
-                  "train.batch_size=16", path);
-        cfile_release(&f);
-        return AB_USAGE;
-    }
-    for (int i = 4; i < argc && rc == AB_OK; i++) {
-        char *eq = strchr(argv[i], '=');
-        if (!eq || eq == argv[i]) {
-            cli_error("'%s': expected KEY=VALUE, e.g. train.batch_size=16", argv[i]);
-            rc = AB_USAGE;
-            break;
-        }
-        *eq = '\0';
-        if (cfile_set(&f, argv[i], eq + 1, err, sizeof err) != CEDIT_OK) {
-            cli_error("%s: %s; the file was not changed", path, err);
-            rc = AB_USAGE;
-        }
-        *eq = '=';
-    }
-    if (rc == AB_OK && cfile_changed(&f) && cfile_save(&f, path, err, sizeof err)) {
-        cli_error("%s", err);
-        rc = AB_USAGE;
-    }
-    cfile_release(&f);
-    return rc;
 }
 
 /* --------------------------------------------------------------- setup */
@@ -509,8 +450,11 @@ int main(int argc, char **argv)
 {
     ab_sanitize_fds();
     signal(SIGPIPE, SIG_IGN);
-    if (argc > 1 && !strcmp(argv[1], "config"))
-        return ab_config_cmd(argc, argv);
+    if (argc > 1) {
+        int rc = subcmd_dispatch(argc, argv);
+        if (rc >= 0)
+            return rc;
+    }
     struct plan plan;
     switch (cli_parse(argc, argv, &plan)) {
     case CLI_DONE: return AB_OK;
@@ -526,6 +470,9 @@ int main(int argc, char **argv)
         cli_error("--json: %s; choose a writable path", err);
         return AB_USAGE;
     }
+    json_t *baseline = NULL;
+    if (subcmd_outputs_check(&plan, &baseline))
+        return AB_USAGE;
     struct progress pg;
     progress_init(&pg, plan.quiet, plan.verbose);
     struct ab_setup setup = { .preset = PRESET_INIT, .config = CFILE_INIT, .accel = CFILE_INIT };
@@ -837,11 +784,17 @@ int main(int argc, char **argv)
     }
     fflush(say);
 
-    if (plan.json_path && results_write(&res, plan.json_path, err, sizeof err)) {
-        cli_error("%s", err);
-        if (status == AB_OK)
-            status = AB_USAGE;
+    /* The results document, then everything rendered from it: the file,
+     * the reports, the baseline gate, the step summary, the webhook. */
+    json_t *doc = results_to_json(&res);
+    if (!doc) {
+        cli_error("cannot render the results: out of memory");
+        status = status == AB_OK ? AB_USAGE : status;
+    } else {
+        status = subcmd_outputs_write(&plan, doc, baseline, status);
     }
+    json_decref(doc);
+    json_decref(baseline);
     rmdir(dir);
     free(tr);
     space_release(&space);

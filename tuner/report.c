@@ -272,7 +272,7 @@ static int rdoc_load(struct rdoc *d, const json_t *root, char *err, size_t errle
     }
 
     double wall_sum = 0;
-    int any_wall = 0, fits = 0, fits_with_peak = 0;
+    int any_wall = 0, fits = 0, fits_with_peak = 0, chosen_seen = 0;
     for (size_t i = 0; i < nt; i++) {
         const json_t *o = json_array_get(trials, i);
         if (!json_is_object(o))
@@ -288,6 +288,8 @@ static int rdoc_load(struct rdoc *d, const json_t *root, char *err, size_t errle
         t->sps = jnum(o, "samples_per_s");
         t->peak = jpeak(o);
         t->wall = jnum(o, "wall_s");
+        if (t->wall < 0)
+            t->wall = NAN;
         t->exit_code = jint(o, "exit_code");
         t->sig = jint(o, "signal");
         t->evidence = jstr(o, "evidence");
@@ -303,13 +305,9 @@ static int rdoc_load(struct rdoc *d, const json_t *root, char *err, size_t errle
             fits++;
             fits_with_peak += !isnan(t->peak);
         }
-        if (d->has_best && t->oc == OC_FIT && t->mb == d->best.mb && t->ga == d->best.ga &&
-            t->ckpt == d->best.ckpt && (isnan(d->best.sps) || t->sps == d->best.sps)) {
-            int seen = 0;
-            for (size_t k = 0; k + 1 < d->nt; k++)
-                seen |= d->t[k].chosen;
-            t->chosen = !seen;
-        }
+        if (d->has_best && !chosen_seen && t->oc == OC_FIT && t->mb == d->best.mb && t->ga == d->best.ga &&
+            t->ckpt == d->best.ckpt && (isnan(d->best.sps) || t->sps == d->best.sps))
+            t->chosen = chosen_seen = 1;
     }
     d->mem_axis = fits > 0 && fits == fits_with_peak;
     d->wall = jnum(d->summary, "wall_s");
@@ -549,9 +547,15 @@ static const struct rtrial *failed_trial(const struct rdoc *d)
     return NULL;
 }
 
-/* "exit code 1", "signal 9", or nothing. */
+/*
+ * "exit code 1", "signal 9", or nothing.  Only for outcomes where the
+ * command ended by itself: a fit, hang, timeout or interrupted trial's
+ * signal is the one autobatch sent to end it.
+ */
 static void text_status(struct sbuf *b, const struct rtrial *t)
 {
+    if (t->oc != OC_CRASH && t->oc != OC_SPAWN && t->oc != OC_UNKNOWN)
+        return;
     if (t->exit_code >= 0)
         sb_printf(b, "exit code %lld", t->exit_code);
     else if (t->sig > 0)
@@ -634,23 +638,26 @@ static void xml_esc(struct sbuf *b, const char *s, size_t n, int attr)
             continue;
         }
         size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-        int ok = len && c < 0xF5 && i + len <= n;
-        for (size_t k = 1; ok && k < len; k++)
-            ok = (u[i + k] & 0xC0) == 0x80;
-        if (ok && len == 3) {
-            unsigned cp = ((c & 0x0Fu) << 12) | ((u[i + 1] & 0x3Fu) << 6) | (u[i + 2] & 0x3Fu);
-            ok = cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF) && cp != 0xFFFE && cp != 0xFFFF;
-        } else if (ok && len == 4) {
-            unsigned cp = ((c & 0x07u) << 18) | ((u[i + 1] & 0x3Fu) << 12);
-            ok = cp >= 0x10000 && cp <= 0x10FFFF;
-        }
-        if (ok) {
-            sb_put(b, (const char *)&u[i], len);
-            i += len;
-        } else {
+        int whole = len && c < 0xF5 && i + len <= n, ok;
+        for (size_t k = 1; whole && k < len; k++)
+            whole = (u[i + k] & 0xC0) == 0x80;
+        if (!whole) {
+            /* a stray byte: replace it alone and resynchronise on the next */
             sb_puts(b, "\xef\xbf\xbd");
             i++;
+            continue;
         }
+        if (len == 3) {
+            unsigned cp = ((c & 0x0Fu) << 12) | ((u[i + 1] & 0x3Fu) << 6) | (u[i + 2] & 0x3Fu);
+            ok = cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF) && cp != 0xFFFE && cp != 0xFFFF;
+        } else if (len == 4) {
+            unsigned cp = ((c & 0x07u) << 18) | ((u[i + 1] & 0x3Fu) << 12);
+            ok = cp >= 0x10000 && cp <= 0x10FFFF;
+        } else {
+            ok = 1;
+        }
+        sb_put(b, ok ? (const char *)&u[i] : "\xef\xbf\xbd", ok ? len : 3);
+        i += len;
     }
 }
 
@@ -695,9 +702,9 @@ static void md_str(struct sbuf *b, const char *s)
 }
 
 /* A code span holding s: delimited by one more backtick than s's longest run. */
-static void md_code(struct sbuf *b, const char *s, size_t max)
+static void md_code(struct sbuf *b, const char *s, size_t n, size_t max)
 {
-    size_t n = strlen(s), m = utf8_cut(s, n, max), run = 0, longest = 0;
+    size_t m = utf8_cut(s, n, max), run = 0, longest = 0;
     for (size_t i = 0; i < m; i++) {
         run = s[i] == '`' ? run + 1 : 0;
         longest = run > longest ? run : longest;
@@ -817,7 +824,7 @@ static void md_regression_gate(struct md *m, const struct rdoc *d)
     sb_puts(b, "\n## Regression gate\n\n");
     sb_puts(b, regression ? "**Regression** against " : "No regression against ");
     if (file)
-        md_code(b, file, COMMAND_MD_MAX);
+        md_code(b, file, strlen(file), COMMAND_MD_MAX);
     else
         sb_puts(b, "the baseline");
     if (!isnan(thr))
@@ -865,20 +872,21 @@ static void md_build(struct md *m, const struct rdoc *d)
 
     const struct rtrial *bad = failed_trial(d);
     if (bad) {
-        sb_printf(b, "\nThe command failed in trial %s (%s", fmt_int(x, sizeof x, bad->id), bad->outcome);
+        sb_printf(b, "\nThe command failed in trial %s (", fmt_int(x, sizeof x, bad->id));
+        md_str(b, bad->outcome);
         text_status(&line, bad);
         if (line.len)
             sb_printf(b, ", %s", line.p);
         sb_release(&line);
         sb_puts(b, bad->evidence ? "): " : ").");
         if (bad->evidence)
-            md_code(b, bad->evidence, EVIDENCE_MD_MAX * 2);
+            md_code(b, bad->evidence, bad->evlen, EVIDENCE_MD_MAX * 2);
         sb_puts(b, "\n");
     }
 
     sb_puts(b, "\n- **Command:** ");
     text_command(&line, d->command);
-    md_code(b, line.p ? line.p : "", COMMAND_MD_MAX);
+    md_code(b, line.p ? line.p : "", line.len, COMMAND_MD_MAX);
     sb_release(&line);
     sb_puts(b, "\n- **Host:** ");
     text_host(&line, d);
@@ -895,7 +903,7 @@ static void md_build(struct md *m, const struct rdoc *d)
         md_str(b, d->preset ? d->preset : DASH);
         if (d->config) {
             sb_puts(b, ", config ");
-            md_code(b, d->config, COMMAND_MD_MAX);
+            md_code(b, d->config, strlen(d->config), COMMAND_MD_MAX);
         }
     }
     sb_puts(b, "\n- **Trials:** ");
@@ -1309,13 +1317,18 @@ static double ax_map(const struct axis *a, double v)
     return a->p0 + (v - a->lo) / (a->hi - a->lo) * (a->p1 - a->p0);
 }
 
-/* A linear axis from 0 (or lo) to a round number at or above hi. */
-static void ax_linear(struct axis *a, double lo, double hi, double p0, double p1)
+/*
+ * A linear axis from lo to a round number at or above hi, with about
+ * five ticks; integer: no tick between whole numbers (micro-batches).
+ */
+static void ax_linear(struct axis *a, double lo, double hi, double p0, double p1, int integer)
 {
     if (!(hi > lo))
         hi = lo + 1;
     double raw = (hi - lo) / 5, mag = pow(10, floor(log10(raw))), norm = raw / mag;
     double step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
+    if (integer && step < 1)
+        step = 1;
     a->lo = floor(lo / step) * step;
     a->hi = ceil(hi / step - 1e-9) * step;
     if (a->hi <= a->lo)
@@ -1408,7 +1421,7 @@ static void legend_item(struct legend *l, const char *shape, const char *label)
               l->x, shape);
     xml_str(l->b, label, 0);
     sb_puts(l->b, "</text></g>\n");
-    l->x += 26 + 6.2 * (double)strlen(label);
+    l->x += 28 + 5.9 * (double)strlen(label);
 }
 
 static void svg_open(struct sbuf *b, const char *id, double h, const char *title)
@@ -1455,9 +1468,20 @@ static void svg_scatter(struct sbuf *b, const struct rdoc *d)
         ymax = t->sps > ymax ? t->sps : ymax;
         npts++;
     }
+    /* The frontier and the choice are drawn from their own entries: keep them inside too. */
+    for (size_t i = 0; npts && i <= d->nf; i++) {
+        const struct rpoint *p = i < d->nf ? &d->f[i] : d->has_best ? &d->best : NULL;
+        double x = p ? trial_x(d, p->mb, p->peak) : NAN;
+        if (isnan(x) || x < 0 || isnan(p->sps))
+            continue;
+        xmax = x > xmax ? x : xmax;
+        ymax = p->sps > ymax ? p->sps : ymax;
+    }
     struct axis ax, ay;
-    ax_linear(&ax, 0, xmax > 0 ? xmax * 1.04 : 1, PL, PR);
-    ax_linear(&ay, 0, ymax > 0 ? ymax * 1.04 : 1, pb, PT);
+    ax_linear(&ax, 0, xmax > 0 ? xmax * 1.04 : 1, PL, PR, !d->mem_axis);
+    ax_linear(&ay, 0, ymax > 0 ? ymax * 1.04 : 1, pb, PT, 0);
+    if (!npts)
+        ax.nticks = ay.nticks = 0; /* no scale to read on an empty chart */
     svg_axes(b, &ax, &ay, pb, xl, yl);
 
     struct legend lg = { b, PL };
@@ -1505,7 +1529,7 @@ static void svg_scatter(struct sbuf *b, const struct rdoc *d)
     }
     free(fp);
 
-    char r[32], m[32], x1[32], x2[32];
+    char r[32], m[32], g[32], x1[32], x2[32];
     for (size_t i = 0; i < d->nt; i++) {
         const struct rtrial *t = &d->t[i];
         double x = trial_x(d, t->mb, t->peak);
@@ -1525,7 +1549,7 @@ static void svg_scatter(struct sbuf *b, const struct rdoc *d)
             sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" stroke=\"" COLOUR_MAIN "\"/>",
                       px, py, fill);
         sb_printf(b, "<title>trial %s: micro-batch %s \xc3\x97 %s, checkpointing %s: %s %s/s, peak memory %s</title></g>\n",
-                  fmt_int(x1, sizeof x1, t->id), fmt_int(x2, sizeof x2, t->mb), fmt_int(m, sizeof m, t->ga),
+                  fmt_int(x1, sizeof x1, t->id), fmt_int(x2, sizeof x2, t->mb), fmt_int(g, sizeof g, t->ga),
                   ckpt_word(t->ckpt), fmt_rate(r, sizeof r, t->sps), d->unit,
                   fmt_bytes(m, sizeof m, t->peak));
     }
@@ -1563,7 +1587,9 @@ static void svg_cells(struct sbuf *b, const struct rdoc *d)
         any_bounded |= c->bounded_by != NULL;
     }
     struct axis ay;
-    ax_linear(&ay, 0, vmax > 0 ? vmax * 1.08 : 1, pb, PT);
+    ax_linear(&ay, 0, vmax > 0 ? vmax * 1.08 : 1, pb, PT, 1);
+    if (!(vmax > 0))
+        ay.nticks = 0;
     svg_axes(b, NULL, &ay, pb, NULL, yl);
 
     struct legend lg = { b, PL };
@@ -1601,7 +1627,7 @@ static void svg_cells(struct sbuf *b, const struct rdoc *d)
                       fmt_int(t1, sizeof t1, c->ga), ckpt_word(c->ckpt), c->bounded_by ? "at least " : "", v,
                       cx, top - 4, fs, c->bounded_by ? "\xe2\x89\xa5" : "", v);
         } else {
-            const char *why = c->skipped && c->fail < 0 ? "skipped" : c->fail > 0 ? "none fits" : "unknown";
+            const char *why = c->skipped && c->fail < 0 ? "skipped" : c->fail > 0 ? "none fits" : "not measured";
             sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%d\" fill=\"#a33\">%s</text>",
                       cx, pb - 6, fs, why);
         }
@@ -1630,11 +1656,13 @@ static void svg_timeline(struct sbuf *b, const struct rdoc *d)
         }
     }
     struct axis ax, ay;
-    ax_linear(&ax, 0, total > 0 ? total : 1, PL, PR);
+    ax_linear(&ax, 0, total > 0 ? total : 1, PL, PR, 0);
     if (mbmax > 0 && mbmax / mbmin >= 16)
         ax_log2(&ay, mbmin, mbmax, pb - 8, PT + 6);
     else
-        ax_linear(&ay, 0, mbmax > 0 ? mbmax * 1.04 : 1, pb - 8, PT + 6);
+        ax_linear(&ay, 0, mbmax > 0 ? mbmax * 1.04 : 1, pb - 8, PT + 6, 1);
+    if (!d->nt)
+        ax.nticks = ay.nticks = 0;
     svg_axes(b, &ax, &ay, pb, "elapsed time (s), trials back to back",
              ay.log2 ? "micro-batch (log scale)" : "micro-batch");
 
@@ -1665,7 +1693,8 @@ static void svg_timeline(struct sbuf *b, const struct rdoc *d)
         sb_printf(b, "<rect class=\"trial\" data-outcome=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"10\" "
                      "fill=\"%s\"%s><title>trial %s: micro-batch %s \xc3\x97 %s, checkpointing %s: ",
                   oc_name[t->oc], px, py - 5, pw, oc_colour[t->oc],
-                  t->chosen ? " stroke=\"" COLOUR_CHOICE "\" stroke-width=\"2\"" : "",
+                  t->chosen ? " stroke=\"" COLOUR_CHOICE "\" stroke-width=\"2\""
+                  : pw >= 4 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : "",
                   fmt_int(x1, sizeof x1, t->id), fmt_int(x2, sizeof x2, t->mb), fmt_int(x3, sizeof x3, t->ga),
                   ckpt_word(t->ckpt));
         xml_str(b, t->outcome, 0);
@@ -1693,7 +1722,7 @@ static const char html_style[] =
     "th,td{border-bottom:1px solid #e2e2e2;padding:3px 6px;text-align:right;vertical-align:top}\n"
     "th{background:#f6f6f6}\n"
     "td.l,th.l{text-align:left}\n"
-    "table.facts th{text-align:left;background:none;width:110px}\n"
+    "table.facts{width:100%}\ntable.facts th{text-align:left;background:none;width:110px}\n"
     "table.facts td{text-align:left}\n"
     "td.ev{text-align:left;max-width:300px;word-break:break-word;font-size:11px}\n"
     "tr.chosen td{background:#fdf3e8;font-weight:bold}\n"

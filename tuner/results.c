@@ -306,17 +306,14 @@ json_t *results_to_json(const struct results *r)
     return doc;
 }
 
-int results_write(const struct results *r, const char *path, char *err, size_t errlen)
+int results_write_json(const json_t *doc, const char *path, char *err, size_t errlen)
 {
-    json_t *doc = results_to_json(r);
     char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-    json_decref(doc);
     if (!text) {
         snprintf(err, errlen, "cannot render results: out of memory");
         return -1;
     }
     size_t len = strlen(text);
-    text[len] = '\0';
     int rc = 0;
     if (!strcmp(path, "-")) {
         if (fwrite(text, 1, len, stdout) != len || fputc('\n', stdout) == EOF ||
@@ -337,5 +334,13 @@ int results_write(const struct results *r, const char *path, char *err, size_t e
         }
     }
     free(text);
+    return rc;
+}
+
+int results_write(const struct results *r, const char *path, char *err, size_t errlen)
+{
+    json_t *doc = results_to_json(r);
+    int rc = results_write_json(doc, path, err, errlen);
+    json_decref(doc);
     return rc;
 }

@@ -102,6 +102,10 @@ size_t results_frontier(const struct results *r, long *out);
 /** Render the results file.  Caller json_decref()s.  NULL on ENOMEM. */
 struct json_t *results_to_json(const struct results *r);
 
+/** Write a rendered results document to path ("-": stdout), atomically.
+ *  0, or -1 with a reason. */
+int results_write_json(const struct json_t *doc, const char *path, char *err, size_t errlen);
+
 /** Write the results file to path ("-": stdout).  0, or -1 with a reason. */
 int results_write(const struct results *r, const char *path, char *err, size_t errlen);
 

@@ -400,10 +400,10 @@ struct summary {
     char *command;
     size_t ncells;
     char **cell_label, **cell_value, **cell_line;
-    int has_baseline, regression;
+    int has_baseline, regression, different_command;
     size_t nchanges;
     char **change;      /* regressions first */
-    int *change_regression;
+    int *change_regression; /* 1 regression, 2 improvement, 0 other */
     int ok;             /* a configuration was chosen, exit 0 */
     int oom;
 };
@@ -455,6 +455,7 @@ static const char *exit_text(long code)
     case 3: return "nothing fits, even the smallest candidate";
     case 4: return "the command failed for a reason other than memory";
     case 5: return "the budget ran out before any candidate fitted";
+    case 6: return "a regression against the baseline";
     case 130: return "interrupted";
     default: return "no configuration was chosen";
     }
@@ -550,21 +551,29 @@ static void summary_cells(struct summary *s, const json_t *max_fit)
         const json_t *bounded = json_object_get(c, "bounded_by");
         int has_sf = json_is_number(json_object_get(c, "smallest_fail"));
 
-        char value[PIECE_MAX + 64];
-        if (json_is_string(skipped)) {
+        /* A number when there is one (searched, or inferred from other
+         * cells), else why there is none. */
+        char value[PIECE_MAX + 128];
+        if (json_is_string(skipped))
             fmt_str(skipped, "", why, sizeof why, PIECE_MAX);
-            snprintf(value, sizeof value, "skipped: %s", why);
-        } else if (json_is_number(json_object_get(c, "micro_batch"))) {
-            snprintf(value, sizeof value, "%s%s%s%s%s", mb, has_sf ? " (" : "", has_sf ? sf : "",
-                     has_sf ? " fails)" : "",
-                     json_is_true(json_object_get(c, "inferred")) ? ", inferred" : "");
+        const json_t *ntr = json_object_get(c, "trials");
+        if (json_is_number(json_object_get(c, "micro_batch"))) {
+            int inferred = json_is_true(json_object_get(c, "inferred"));
+            snprintf(value, sizeof value, "%s%s%s%s%s%s%s", mb, has_sf ? " (" : "",
+                     has_sf ? sf : "", has_sf ? " fails)" : "", inferred ? ", inferred" : "",
+                     json_is_string(skipped) ? ", not run: " : "",
+                     json_is_string(skipped) ? why : "");
+        } else if (json_is_string(skipped)) {
+            snprintf(value, sizeof value, "not run: %s", why);
         } else if (json_is_string(bounded)) {
             if (json_is_number(json_object_get(c, "largest_tried_fit")))
                 snprintf(value, sizeof value, "\xe2\x89\xa5 %s (the top of the range fitted)", ltf);
             else
                 snprintf(value, sizeof value, "the top of the range fitted");
         } else if (has_sf) {
-            snprintf(value, sizeof value, "none fits (%s fails)", sf);
+            snprintf(value, sizeof value, "no fit seen (%s fails)", sf);
+        } else if (json_is_integer(ntr) && json_integer_value(ntr) == 0) {
+            snprintf(value, sizeof value, "not searched");
         } else {
             snprintf(value, sizeof value, "unknown");
         }
@@ -614,9 +623,11 @@ static void summary_baseline(struct summary *s, const json_t *baseline)
                 return;
             }
             s->change[s->nchanges] = line;
-            s->change_regression[s->nchanges++] = reg;
+            s->change_regression[s->nchanges++] =
+                reg ? 1 : json_is_true(json_object_get(c, "improvement")) ? 2 : 0;
         }
     }
+    s->different_command = json_is_true(json_object_get(baseline, "different_command"));
     s->regression = json_is_true(json_object_get(baseline, "regression")) || any;
 }
 
@@ -656,7 +667,7 @@ static int summary_make(struct summary *s, const json_t *r)
     if (json_is_number(sps))
         s->throughput = sdup(s, "%.1f %s/s", json_number_value(sps), unit);
     else
-        s->throughput = sdup(s, "unknown");
+        s->throughput = sdup(s, has_best ? "unknown" : "none");
     s->title = sdup(s, "%s", outcome);
 
     /* Trials and time: the summary's, else counted. */
@@ -681,7 +692,9 @@ static int summary_make(struct summary *s, const json_t *r)
     const json_t *g0 = json_array_get(gpus, 0);
     if (ngpus) {
         char more[32] = "";
-        fmt_str(json_object_get(g0, "name"), "unnamed GPU", gpu, sizeof gpu, PIECE_MAX);
+        fmt_str(json_object_get(g0, "name"), "", gpu, sizeof gpu, PIECE_MAX);
+        if (!*gpu)
+            snprintf(gpu, sizeof gpu, "an unnamed GPU");
         if (ngpus > 1)
             snprintf(more, sizeof more, " (%zu GPUs)", ngpus);
         const json_t *mem = json_object_get(g0, "memory_total_bytes");
@@ -759,12 +772,13 @@ static json_t *slack_section(struct sb *b)
 
 /* The baseline's changes, each prefixed with the marker of its kind;
  * NULL when there are none or memory ran out. */
-static char **marked_changes(const struct summary *s, const char *reg, const char *other)
+static char **marked_changes(const struct summary *s, const char *reg, const char *better,
+                             const char *other)
 {
     char **l = s->nchanges ? calloc(s->nchanges, sizeof *l) : NULL;
     for (size_t i = 0; l && i < s->nchanges; i++) {
         struct sb b = SB_INIT;
-        sb_puts(&b, s->change_regression[i] ? reg : other);
+        sb_puts(&b, s->change_regression[i] == 1 ? reg : s->change_regression[i] == 2 ? better : other);
         sb_puts(&b, s->change[i]);
         if (!(l[i] = sb_take(&b))) {
             for (size_t k = 0; k < i; k++)
@@ -811,9 +825,10 @@ static json_t *payload_slack(const struct summary *s)
         push(blocks, slack_section(&b), &bad);
     }
     if (s->has_baseline) {
-        sb_puts(&b, s->regression ? "*:warning: Regression against the baseline*"
-                                  : "*No regression against the baseline*");
-        char **lines = marked_changes(s, ":warning: ", "\xe2\x80\xa2 ");
+        sb_printf(&b, "*%s*%s", s->regression ? ":warning: Regression against the baseline"
+                                              : "No regression against the baseline",
+                  s->different_command ? " (the baseline ran a different command)" : "");
+        char **lines = marked_changes(s, ":warning: ", ":arrow_up: ", "\xe2\x80\xa2 ");
         if (s->nchanges && !lines)
             bad = 1;
         else
@@ -895,7 +910,7 @@ static json_t *payload_discord(const struct summary *s)
         push(fields, discord_field("Largest micro-batch per cell", jsb(&b), 0, &bad), &bad);
     }
     if (s->has_baseline) {
-        char **lines = marked_changes(s, "\xe2\x9a\xa0 ", "\xe2\x80\xa2 ");
+        char **lines = marked_changes(s, "\xe2\x9a\xa0 ", "\xe2\x96\xb2 ", "\xe2\x80\xa2 ");
         if (s->nchanges && !lines)
             bad = 1;
         else
@@ -904,9 +919,11 @@ static json_t *payload_discord(const struct summary *s)
         free_lines(lines, s->nchanges);
         if (!s->nchanges)
             sb_puts(&b, "no changes");
-        push(fields, discord_field(s->regression ? "Regression against the baseline"
-                                                 : "Against the baseline",
-                                   jsb(&b), 0, &bad), &bad);
+        char name[128];
+        snprintf(name, sizeof name, "%s%s",
+                 s->regression ? "Regression against the baseline" : "Against the baseline",
+                 s->different_command ? " (a different command)" : "");
+        push(fields, discord_field(name, jsb(&b), 0, &bad), &bad);
     }
     put(e, "fields", fields, &bad);
     sb_puts(&b, "autobatch.results/1, started ");
@@ -984,13 +1001,18 @@ static json_t *payload_teams(const struct summary *s)
         push(body, teams_factset(cells, &bad), &bad);
     }
     if (s->has_baseline) {
-        push(body, teams_text(s->regression ? "\xe2\x9a\xa0 Regression against the baseline"
-                                            : "No regression against the baseline",
-                              100, "Bolder", s->regression ? "Attention" : NULL, 0, &bad), &bad);
+        char head[128];
+        snprintf(head, sizeof head, "%s%s",
+                 s->regression ? "\xe2\x9a\xa0 Regression against the baseline"
+                               : "No regression against the baseline",
+                 s->different_command ? " (the baseline ran a different command)" : "");
+        push(body, teams_text(head, sizeof head, "Bolder", s->regression ? "Attention" : NULL, 0,
+                              &bad), &bad);
         if (s->nchanges) {
             json_t *ch = json_array();
             for (size_t i = 0; i < s->nchanges && i < TEAMS_MAX_CHANGES; i++)
-                push(ch, teams_fact(s->change_regression[i] ? "regression" : "change",
+                push(ch, teams_fact(s->change_regression[i] == 1 ? "regression"
+                                    : s->change_regression[i] == 2 ? "improvement" : "change",
                                     s->change[i], &bad), &bad);
             if (s->nchanges > TEAMS_MAX_CHANGES) {
                 snprintf(more, sizeof more, "and %zu more changes", s->nchanges - TEAMS_MAX_CHANGES);
@@ -1425,7 +1447,11 @@ static int mkdirs(const char *dir, char *err, size_t errlen)
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
-            if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+            if (mkdir(path, 0700) == 0) {
+                /* The spool holds webhook URLs, which carry tokens: 0700
+                 * whatever the umask. */
+                chmod(path, 0700);
+            } else if (errno != EEXIST) {
                 seterr(err, errlen, "cannot create '%s': %s", path, strerror(errno));
                 return -1;
             }

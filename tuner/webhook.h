@@ -37,7 +37,7 @@
  * http:// and https:// URLs are accepted and redirects are not followed
  * (a POST that is redirected is answered as an error).
  *
- * Retries.  An attempt is retried when it ends in 408, 429 or 5xx, or
+ * Retries.  An attempt is retried when it ends in 408, 425, 429 or 5xx, or
  * without an HTTP answer (connection refused or reset, DNS failure,
  * timeout), up to max_attempts attempts in all.  The wait before attempt
  * n+1 is webhook_backoff(n, ...): a Retry-After header (seconds or an
@@ -45,7 +45,7 @@
  * exponential with "equal jitter".  With the defaults the worst case is
  * 5 attempts of at most 30 s and 4 waits of at most 60 s: 6.5 minutes.
  *
- * Final errors.  Any other answer (1xx, 3xx, 4xx but 408 and 429) is
+ * Final errors.  Any other answer (1xx, 3xx, 4xx but 408, 425, 429) is
  * final: resending the same body to the same URL will not help, so it is
  * not retried and r.permanent is set, which tells the caller not to spool
  * it (the results file still exists; `autobatch notify RESULTS --webhook
@@ -115,30 +115,36 @@ const char *webhook_format_name(enum webhook_format f);
  * The chat formats carry the same short summary: the outcome (the chosen
  * micro_batch x grad_accum and checkpointing, with samples per second in
  * space.unit; or what the exit status says when nothing was chosen), the
- * trial count and wall time, the exit status, the first GPU's name (or
- * "no GPU") and host, the largest micro-batch of each (grad_accum,
- * checkpointing) cell, the command line, and, when the results carry
- * "baseline": {"regression": bool, "changes": [{"text", "regression"}]},
- * a regression flag and the changes (regressions first).  Any key may be
- * missing or null: it is shown as unknown or left out.  Long lists are
- * cut with "... and N more", long strings with "...", always on a UTF-8
- * character boundary, so that each format keeps its service's limits
- * whatever the size of the results (counted in bytes, which is never
- * fewer than the characters or UTF-16 units the services count):
+ * trial count and wall time, the exit status, the first GPU's name and
+ * memory (or "no GPU") and the host, the largest micro-batch of each
+ * (grad_accum, checkpointing) cell (or why it has none: "no fit seen",
+ * "not run: <skipped>", "≥ N (the top of the range fitted)"), the command
+ * line, and, when the results carry "baseline" (baseline.h: {"regression":
+ * bool, "different_command": bool, "changes": [{"text", "regression",
+ * "improvement"}]}), a regression flag and the changes, regressions
+ * first.  Any key may be missing or null: it is shown as unknown or left
+ * out.  Long lists are cut with "... and N more", long strings with
+ * "...", always on a UTF-8 character boundary, so that each format keeps
+ * its service's limits whatever the size of the results (counted in
+ * bytes, which is never fewer than the characters or UTF-16 units the
+ * services count):
  *
- *   WEBHOOK_SLACK:   {"text", "blocks"}: up to 8 section blocks of
- *                    mrkdwn text of at most 3000 bytes (Slack allows 50);
- *                    text is the one-line headline; &, <, > escaped.
+ *   WEBHOOK_SLACK:   {"text", "blocks"}: "text" is the one-line headline
+ *                    (the notification); at most 5 section blocks (Slack
+ *                    allows 50) of mrkdwn text of at most 3000 bytes;
+ *                    &, <, > escaped as Slack asks.
  *   WEBHOOK_DISCORD: {"content", "embeds", "allowed_mentions"}: content
- *                    at most 2000 bytes; one embed with a title of at
- *                    most 256, a description of at most 1024, at most 8
- *                    fields of at most 1024 (names at most 256) and at
- *                    most 6000 in all; mentions disabled so an "@everyone"
- *                    in a command line pings nobody.
+ *                    (the headline) at most 2000 bytes; one embed with a
+ *                    title of at most 256, a description (the command) of
+ *                    at most 1024, at most 6 fields (Discord allows 25),
+ *                    none empty, values at most 1024, and at most 6000 in
+ *                    all; markdown escaped; mentions disabled so that an
+ *                    "@everyone" in a command line pings nobody.
  *   WEBHOOK_TEAMS:   {"type": "message", "attachments": [{"contentType":
  *                    "application/vnd.microsoft.card.adaptive", "content":
  *                    an AdaptiveCard version 1.4 of TextBlocks and
- *                    FactSets}]}, at most 40 cells and 20 changes listed.
+ *                    FactSets}]}, at most 40 cells and 20 changes listed,
+ *                    so the message stays under Teams' 28 KB.
  */
 int webhook_payload(const json_t *results, enum webhook_format f, char **body, size_t *len,
                     char *err, size_t errlen);
@@ -155,7 +161,10 @@ struct webhook_opts {
     int max_attempts;           /**< attempts in all, at least 1; default 5 */
     double base_delay_s;        /**< backoff base; default 1 */
     double max_delay_s;         /**< cap on any wait, Retry-After too; default 60 */
-    const char *delivery_id;    /**< NULL: a fresh random UUID; else reused (spool) */
+    /** NULL: a fresh random UUID; else reused (the spool's), when it is
+     * shaped like a UUID (anything else is replaced by a fresh one, so a
+     * tampered spool file cannot inject a header) */
+    const char *delivery_id;
     const char *user_agent;     /**< NULL: "autobatch" */
     /**
      * NULL, or a flag a signal handler sets: once non-zero, the transfer

@@ -1,0 +1,679 @@
+/*
+ * Unit tests for report: the Markdown, JUnit and HTML renderings of real
+ * results files (tests/data/results-*.json, found through $AB_SOURCE_DIR;
+ * see tests/data/README.md for how each was made).
+ *
+ * JUnit is parsed back with python3's xml.etree, a real XML parser, so a
+ * test fails on anything a CI reporter would choke on.  The Markdown of
+ * two fixtures must equal tests/data/results-{h100,crash}.md byte for byte; after an
+ * intended change of format, AB_UPDATE_GOLDEN=1 rewrites those files
+ * (then read the diff before committing it).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "report.h"
+
+/* ------------------------------------------------------------------ */
+/* Helpers.                                                            */
+
+static const char *src_dir(void)
+{
+    const char *src = getenv("AB_SOURCE_DIR");
+    if (!src || !*src)
+        fail_msg("AB_SOURCE_DIR is not set: run with AB_SOURCE_DIR=<repository root> so the "
+                 "fixtures are found at $AB_SOURCE_DIR/tests/data/");
+    return src;
+}
+
+static char *data_path(const char *name)
+{
+    char *p = NULL;
+    assert_true(asprintf(&p, "%s/tests/data/%s", src_dir(), name) > 0);
+    return p;
+}
+
+static json_t *fixture(const char *name)
+{
+    char *p = data_path(name);
+    json_error_t je;
+    json_t *j = json_load_file(p, 0, &je);
+    if (!j)
+        fail_msg("cannot load fixture '%s': %s", p, je.text);
+    free(p);
+    return j;
+}
+
+static char *render(const json_t *doc, enum report_format f, size_t *len)
+{
+    char *out = NULL, err[256] = "";
+    size_t n = 0;
+    if (report_render(doc, f, &out, &n, err, sizeof err) != 0)
+        fail_msg("report_render(%s) failed: %s", report_format_name(f), err);
+    assert_non_null(out);
+    assert_int_equal(strlen(out), n);
+    if (len)
+        *len = n;
+    return out;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0, k = strlen(needle);
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + k, needle))
+        n++;
+    return n;
+}
+
+static char *temp_write(const char *text, size_t len, const char *suffix)
+{
+    char *path = NULL;
+    assert_true(asprintf(&path, "/tmp/ab_test_report_%ld_XXXXXX%s", (long)getpid(), suffix) > 0);
+    int fd = mkstemps(path, (int)strlen(suffix));
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+static char *read_all(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *s = malloc(cap);
+    size_t r;
+    while (s && (r = fread(s + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (cap - n < 2) {
+            cap *= 2;
+            s = realloc(s, cap);
+        }
+    }
+    fclose(f);
+    assert_non_null(s);
+    s[n] = '\0';
+    if (len)
+        *len = n;
+    return s;
+}
+
+/*
+ * Parse JUnit XML with python3's xml.etree and return what it saw:
+ * "tests failures errors skipped | counted failures errors skipped cases
+ * | message-of-first-error-or-failure-or-skipped | its text", one field per line.
+ */
+static const char junit_py[] =
+    "import sys, xml.etree.ElementTree as E\n"
+    "r = E.parse(sys.argv[1]).getroot()\n"
+    "assert r.tag == 'testsuites', r.tag\n"
+    "s = r.find('testsuite')\n"
+    "cases = s.findall('testcase')\n"
+    "n = {k: sum(1 for c in cases if c.find(k) is not None) for k in ('failure', 'error', 'skipped')}\n"
+    "for c in cases:\n"
+    "    assert c.get('name') and c.get('classname') and c.get('time') is not None, c.attrib\n"
+    "    float(c.get('time'))\n"
+    "for k in ('tests', 'failures', 'errors', 'skipped'):\n"
+    "    assert r.get(k) == s.get(k), k\n"
+    "float(s.get('time'))\n"
+    "print(s.get('tests'), s.get('failures'), s.get('errors'), s.get('skipped'))\n"
+    "print(len(cases), n['failure'], n['error'], n['skipped'])\n"
+    "bad = [e for c in cases for e in c if e.tag in ('failure', 'error', 'skipped')]\n"
+    "sys.stdout.buffer.write(repr(bad[0].get('message') if bad else '').encode() + b'\\n')\n"
+    "sys.stdout.buffer.write(repr(bad[0].text if bad else '').encode() + b'\\n')\n"
+    "print(s.get('name'))\n";
+
+struct junit_seen {
+    long tests, failures, errors, skipped;
+    long cases, n_failure, n_error, n_skipped;
+    char message[4096], text[4096], suite[4096];
+};
+
+static void junit_parse(const char *xml, size_t len, struct junit_seen *js)
+{
+    char *xpath = temp_write(xml, len, ".xml");
+    char *ppath = temp_write(junit_py, strlen(junit_py), ".py");
+    char *cmd = NULL;
+    assert_true(asprintf(&cmd, "python3 %s %s 2>&1", ppath, xpath) > 0);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char line[5][4096] = { "", "", "", "", "" };
+    for (int i = 0; i < 5 && fgets(line[i], sizeof line[i], p); i++)
+        line[i][strcspn(line[i], "\n")] = '\0';
+    int rc = pclose(p);
+    if (rc != 0)
+        fail_msg("python3 could not parse the JUnit XML (is python3 installed?): %s %s %s", line[0], line[1],
+                 line[2]);
+    memset(js, 0, sizeof *js);
+    assert_int_equal(sscanf(line[0], "%ld %ld %ld %ld", &js->tests, &js->failures, &js->errors, &js->skipped), 4);
+    assert_int_equal(sscanf(line[1], "%ld %ld %ld %ld", &js->cases, &js->n_failure, &js->n_error, &js->n_skipped),
+                     4);
+    snprintf(js->message, sizeof js->message, "%s", line[2]);
+    snprintf(js->text, sizeof js->text, "%s", line[3]);
+    snprintf(js->suite, sizeof js->suite, "%s", line[4]);
+    unlink(xpath);
+    unlink(ppath);
+    free(xpath);
+    free(ppath);
+    free(cmd);
+}
+
+/* ------------------------------------------------------------------ */
+/* JUnit.                                                              */
+
+static void test_junit_counts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *file;
+        long tests, failures, errors, skipped;
+    } cases[] = {
+        { "results-h100.json", 18, 0, 0, 2 },      /* 16 fits, 2 OOMs: skipped */
+        { "results-nogpu.json", 10, 0, 0, 4 },
+        { "results-joint.json", 5, 0, 0, 1 },
+        { "results-crash.json", 1, 0, 1, 0 },      /* a crash is an error */
+        { "results-hang.json", 1, 1, 0, 0 },       /* a hang is a failure */
+        { "results-interrupted.json", 0, 0, 0, 0 },
+        { "results-partial.json", 4, 1, 1, 1 },    /* fit, oom, timeout, an unknown outcome */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        json_t *doc = fixture(cases[i].file);
+        size_t len;
+        char *xml = render(doc, REPORT_JUNIT, &len);
+        struct junit_seen js;
+        junit_parse(xml, len, &js);
+        if (js.tests != cases[i].tests || js.failures != cases[i].failures || js.errors != cases[i].errors ||
+            js.skipped != cases[i].skipped)
+            fail_msg("%s: tests=%ld failures=%ld errors=%ld skipped=%ld", cases[i].file, js.tests, js.failures,
+                     js.errors, js.skipped);
+        /* The attributes agree with the testcases' own elements. */
+        assert_int_equal(js.cases, js.tests);
+        assert_int_equal(js.n_failure, js.failures);
+        assert_int_equal(js.n_error, js.errors);
+        assert_int_equal(js.n_skipped, js.skipped);
+        free(xml);
+        json_decref(doc);
+    }
+}
+
+static void test_junit_oom_evidence(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-nogpu.json");
+    size_t len;
+    char *xml = render(doc, REPORT_JUNIT, &len);
+    struct junit_seen js;
+    junit_parse(xml, len, &js);
+    /* The first non-passing testcase is trial 6's OOM: skipped, with the evidence. */
+    assert_non_null(strstr(js.message, "out of memory: torch.OutOfMemoryError: CUDA out of memory"));
+    assert_non_null(strstr(js.text, "Tried to allocate 8.00 GiB"));
+    assert_string_equal(js.suite, "autobatch: ./build/simtrain --capacity 8G");
+    assert_non_null(strstr(xml, "<testcase name=\"trial 6: micro_batch=32 grad_accum=1 checkpointing=off\" "
+                                "classname=\"autobatch.grad_accum_1.checkpointing_off\""));
+    free(xml);
+    json_decref(doc);
+}
+
+static void test_junit_escaping(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-crash.json");
+    json_t *t = json_array_get(json_object_get(doc, "trials"), 0);
+    /* <&"' markup characters, a BEL, an ANSI colour, DEL and a NUL inside. */
+    static const char ev[] = "bad <tag> & \"quoted\" 'single' \x07\x1b[31mred\x7f \x00" "end";
+    json_object_set_new(t, "evidence", json_stringn(ev, sizeof ev - 1));
+    json_array_set_new(json_object_get(doc, "command"), 0, json_string("./train <&\"'>"));
+    size_t len;
+    char *xml = render(doc, REPORT_JUNIT, &len);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)xml[i];
+        if (c < 0x20 && c != '\n')
+            fail_msg("raw control character 0x%02x at byte %zu of the XML", c, i);
+        assert_true(c != 0x7f);
+    }
+    assert_non_null(strstr(xml, "bad &lt;tag&gt; &amp; &quot;quoted&quot; &#39;single&#39; \\x07\\x1b[31mred\\x7f \\x00end"));
+    struct junit_seen js;
+    junit_parse(xml, len, &js);
+    assert_int_equal(js.errors, 1);
+    /* What a parser reads back is the evidence, control characters made visible. */
+    assert_string_equal(js.text, "'bad <tag> & \"quoted\" \\'single\\' \\\\x07\\\\x1b[31mred\\\\x7f \\\\x00end'");
+    assert_non_null(strstr(js.message, "exit code 1"));
+    assert_non_null(strstr(js.message, "bad <tag> & \"quoted\" \\'single\\'"));
+    assert_string_equal(js.suite, "autobatch: './train <&\"'\\''>' --crash-at-step 3");
+    free(xml);
+
+    /* The same evidence in HTML and Markdown: no raw markup gets through. */
+    char *html = render(doc, REPORT_HTML, NULL);
+    assert_null(strstr(html, "<tag>"));
+    assert_non_null(strstr(html, "&lt;tag&gt; &amp; &quot;quoted&quot;"));
+    free(html);
+    char *md = render(doc, REPORT_MARKDOWN, NULL);
+    /* In the trial table as escaped text; in the failure line as a code span, where it is literal. */
+    assert_non_null(strstr(md, "| exit code 1: bad &lt;tag&gt; &amp; \"quoted\" 'single'   \\[31mred   end |\n"));
+    assert_non_null(strstr(md, "(crash, exit code 1): `bad <tag> & \"quoted\" 'single'   [31mred   end`\n"));
+    assert_null(strchr(md, '\x07'));
+    assert_null(strchr(md, '\x1b'));
+    free(md);
+    json_decref(doc);
+}
+
+/* Invalid UTF-8 cannot come from jansson, but U+FFFE can: XML forbids it. */
+static void test_junit_xml_forbidden_chars(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-crash.json");
+    json_t *t = json_array_get(json_object_get(doc, "trials"), 0);
+    json_object_set_new(t, "evidence", json_string("x\xef\xbf\xbey \xf0\x9f\x94\xa5 z"));
+    size_t len;
+    char *xml = render(doc, REPORT_JUNIT, &len);
+    assert_null(strstr(xml, "\xef\xbf\xbe"));
+    assert_non_null(strstr(xml, "x\xef\xbf\xbdy \xf0\x9f\x94\xa5 z"));
+    struct junit_seen js;
+    junit_parse(xml, len, &js);
+    free(xml);
+    json_decref(doc);
+}
+
+/* ------------------------------------------------------------------ */
+/* Markdown.                                                           */
+
+static void check_golden(const char *fixture_name, const char *golden_name)
+{
+    json_t *doc = fixture(fixture_name);
+    size_t len;
+    char *md = render(doc, REPORT_MARKDOWN, &len);
+    char *gpath = data_path(golden_name);
+    if (getenv("AB_UPDATE_GOLDEN")) {
+        FILE *f = fopen(gpath, "wb");
+        assert_non_null(f);
+        assert_int_equal(fwrite(md, 1, len, f), len);
+        fclose(f);
+    }
+    size_t glen = 0;
+    char *golden = read_all(gpath, &glen);
+    if (!golden)
+        fail_msg("cannot read '%s' (AB_UPDATE_GOLDEN=1 writes it)", gpath);
+    if (glen != len || memcmp(golden, md, len)) {
+        size_t i = 0;
+        while (i < len && i < glen && golden[i] == md[i])
+            i++;
+        fail_msg("%s differs from %s at byte %zu: expected \"%.40s\", got \"%.40s\"", fixture_name, golden_name, i,
+                 golden + i, md + i);
+    }
+    /* Deterministic: a second rendering gives the same bytes. */
+    char *again = render(doc, REPORT_MARKDOWN, NULL);
+    assert_string_equal(again, md);
+    free(again);
+    free(golden);
+    free(gpath);
+    free(md);
+    json_decref(doc);
+}
+
+static void test_markdown_golden(void **state)
+{
+    (void)state;
+    check_golden("results-h100.json", "results-h100.md");
+    check_golden("results-crash.json", "results-crash.md");
+}
+
+static void test_markdown_content(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-joint.json");
+    char *md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "**Chosen:** micro-batch 64 \xc3\x97 grad-accum 4, checkpointing off: 3584.9 samples/s, "
+                               "peak memory not measured\n"));
+    assert_non_null(strstr(md, "global batch 256"));
+    /* One table row per cell, per frontier point and per trial. */
+    assert_int_equal(count(md, "\n| 8 | off |"), 1);
+    assert_int_equal(count(md, " | **chosen** |"), 2); /* the frontier's and the trial's */
+    assert_non_null(strstr(md, "| 8 | on | 32 | \xe2\x80\x94 | 0 | inferred from other cells; fits without "
+                               "checkpointing, which is faster |\n"));
+    assert_non_null(strstr(md, "Throughput against micro-batch (peak memory was not measured)"));
+    size_t rows = count(md, "\n| ");
+    /* headers: cells, frontier, trials (3); rows: 8 cells + 4 frontier points + 5 trials */
+    assert_int_equal(rows, 3 + 8 + 4 + 5);
+    free(md);
+    json_decref(doc);
+}
+
+/* ------------------------------------------------------------------ */
+/* HTML.                                                               */
+
+static void check_html(const char *name)
+{
+    json_t *doc = fixture(name);
+    size_t len;
+    char *html = render(doc, REPORT_HTML, &len);
+    size_t ntrials = json_array_size(json_object_get(doc, "trials")), nfit = 0;
+    for (size_t i = 0; i < ntrials; i++) {
+        json_t *t = json_array_get(json_object_get(doc, "trials"), i);
+        nfit += json_is_string(json_object_get(t, "outcome")) &&
+                !strcmp(json_string_value(json_object_get(t, "outcome")), "fit") &&
+                json_is_number(json_object_get(t, "samples_per_s"));
+    }
+    if (strncmp(html, "<!DOCTYPE html>\n", 16) || !strstr(html, "</html>\n"))
+        fail_msg("%s: not a whole HTML document", name);
+    assert_int_equal(count(html, "<svg"), 3);
+    assert_int_equal(count(html, "</svg>"), 3);
+    /* Self-contained: nothing to fetch, nothing to run. */
+    const char *banned[] = { "<script", "<link", " src=", "href=", "url(", "@import", "@font-face", "<iframe",
+                             "<img", "<object" };
+    for (size_t i = 0; i < sizeof banned / sizeof *banned; i++)
+        if (strstr(html, banned[i]))
+            fail_msg("%s: the HTML holds '%s'", name, banned[i]);
+    /* One mark per trial in the timeline, one point per measured fit. */
+    if (count(html, "class=\"trial\"") != ntrials)
+        fail_msg("%s: %zu class=\"trial\" marks for %zu trials", name, count(html, "class=\"trial\""), ntrials);
+    assert_int_equal(count(html, "class=\"point\""), nfit);
+    assert_int_equal(count(html, "class=\"choice\""), json_is_object(json_object_get(doc, "best")) ? 1 : 0);
+    /* A light page of a fixed width, for headless screenshots. */
+    assert_non_null(strstr(html, "background:#ffffff"));
+    assert_non_null(strstr(html, "main{width:760px;"));
+
+    /* Without the evidence (PyTorch's messages carry a link), no address at all. */
+    for (size_t i = 0; i < ntrials; i++)
+        json_object_set_new(json_array_get(json_object_get(doc, "trials"), i), "evidence", json_null());
+    char *bare = render(doc, REPORT_HTML, NULL);
+    if (strstr(bare, "http://") || strstr(bare, "https://"))
+        fail_msg("%s: the HTML refers to an address: %.80s", name,
+                 strstr(bare, "http://") ? strstr(bare, "http://") : strstr(bare, "https://"));
+    free(bare);
+    free(html);
+    json_decref(doc);
+}
+
+static void test_html(void **state)
+{
+    (void)state;
+    const char *names[] = { "results-h100.json", "results-nogpu.json", "results-joint.json", "results-crash.json",
+                            "results-hang.json", "results-interrupted.json", "results-partial.json",
+                            "results-a100.json", "results-l4.json" };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        check_html(names[i]);
+}
+
+static void test_html_axes(void **state)
+{
+    (void)state;
+    json_t *gpu = fixture("results-h100.json"), *nogpu = fixture("results-nogpu.json");
+    char *a = render(gpu, REPORT_HTML, NULL), *b = render(nogpu, REPORT_HTML, NULL);
+    assert_non_null(strstr(a, ">peak memory (GiB)</text>"));
+    assert_null(strstr(a, "peak memory not measured"));
+    assert_non_null(strstr(b, ">micro-batch (peak memory not measured)</text>"));
+    assert_non_null(strstr(a, "chosen: 256 \xc3\x97 1</text>"));
+    assert_non_null(strstr(a, "class=\"frontier\""));
+    /* The largest fit per cell: four bars, two of them ranges that topped out. */
+    assert_int_equal(count(a, "<g class=\"cell\">"), 4);
+    assert_int_equal(count(a, ">\xe2\x89\xa5" "512</text>"), 2);
+    free(a);
+    free(b);
+    json_decref(gpu);
+    json_decref(nogpu);
+}
+
+/* ------------------------------------------------------------------ */
+/* The summary within a byte budget.                                   */
+
+static json_t *many_trials(size_t n)
+{
+    json_t *doc = fixture("results-h100.json"), *trials = json_object_get(doc, "trials");
+    json_t *fit = json_deep_copy(json_array_get(trials, 0)), *oom = json_deep_copy(json_array_get(trials, 9));
+    json_array_clear(trials);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_deep_copy(i % 2 ? oom : fit);
+        json_object_set_new(t, "id", json_integer((json_int_t)i + 1));
+        json_object_set_new(t, "micro_batch", json_integer((json_int_t)(i % 500) + 1));
+        json_array_append_new(trials, t);
+    }
+    json_object_set_new(json_object_get(doc, "summary"), "trials", json_integer((json_int_t)n));
+    json_decref(fit);
+    json_decref(oom);
+    return doc;
+}
+
+/* How many trial rows a Markdown report shows: the lines after "## Trials" that start a row. */
+static size_t trial_rows(const char *md)
+{
+    const char *p = strstr(md, "\n## Trials\n");
+    assert_non_null(p);
+    return count(p, "\n| ") - 1; /* not the header */
+}
+
+static void test_summary_budget(void **state)
+{
+    (void)state;
+    const size_t n = 8000;
+    json_t *doc = many_trials(n);
+    size_t full_len;
+    char *full = render(doc, REPORT_MARKDOWN, &full_len);
+    assert_true(full_len > REPORT_STEP_SUMMARY_LIMIT); /* else the test proves nothing */
+    assert_int_equal(trial_rows(full), n);
+
+    const size_t budgets[] = { REPORT_STEP_SUMMARY_LIMIT, 100000, 20000, 6000 };
+    for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
+        char *out = NULL, err[256] = "";
+        size_t len = 0;
+        assert_int_equal(report_summary_markdown(doc, budgets[i], &out, &len, err, sizeof err), 0);
+        if (len > budgets[i])
+            fail_msg("%zu bytes for a budget of %zu", len, budgets[i]);
+        assert_int_equal(strlen(out), len);
+        assert_true(len > budgets[i] - 700); /* it fills the budget, give or take a row and the notes */
+        size_t shown = trial_rows(out);
+        char note[128];
+        snprintf(note, sizeof note, "\n_%zu more trials not shown;", n - shown);
+        if (!strstr(out, note))
+            fail_msg("budget %zu: %zu rows shown, no note '%s'", budgets[i], shown, note + 1);
+        /* The rows shown are the first ones, whole, and the head is intact. */
+        assert_memory_equal(out, full, (size_t)(strstr(full, "\n## Trials\n") - full));
+        assert_non_null(strstr(out, "\n| 1 | 1 | 1 | off | fit |"));
+        free(out);
+    }
+
+    /* Too small for even the head: an error that says so. */
+    char *out = NULL, err[256] = "";
+    assert_int_equal(report_summary_markdown(doc, 300, &out, NULL, err, sizeof err), -1);
+    assert_null(out);
+    assert_non_null(strstr(err, "only 300 are allowed"));
+
+    /* A budget that fits it all gives exactly the Markdown report. */
+    json_t *small = fixture("results-h100.json");
+    char *md = render(small, REPORT_MARKDOWN, NULL);
+    assert_int_equal(report_summary_markdown(small, REPORT_STEP_SUMMARY_LIMIT, &out, NULL, err, sizeof err), 0);
+    assert_string_equal(out, md);
+    assert_null(strstr(out, "not shown"));
+    free(out);
+    assert_int_equal(report_summary_markdown(small, strlen(md), &out, NULL, err, sizeof err), 0);
+    assert_string_equal(out, md);
+    free(out);
+    assert_int_equal(report_summary_markdown(small, strlen(md) - 1, &out, NULL, err, sizeof err), 0);
+    assert_true(strlen(out) <= strlen(md) - 1);
+    assert_non_null(strstr(out, "more trials not shown"));
+    free(out);
+    free(md);
+    json_decref(small);
+    free(full);
+    json_decref(doc);
+}
+
+/* ------------------------------------------------------------------ */
+/* Partial, old and broken documents.                                  */
+
+static void test_missing_and_null(void **state)
+{
+    (void)state;
+    const char *docs[] = {
+        "{}",
+        "{\"schema\": \"autobatch.results/1\", \"trials\": [], \"best\": null, \"summary\": null}",
+        "{\"trials\": [null, 1, {}, {\"outcome\": 5, \"micro_batch\": \"x\", \"evidence\": 7}], "
+        "\"max_fit\": [null, {}, {\"grad_accum\": 1, \"checkpointing\": true, \"bounded_by\": \"batch.max\"}], "
+        "\"frontier\": [{}], \"best\": {}, \"host\": {\"gpus\": [{}]}, \"space\": {\"batch\": null}, "
+        "\"command\": [null, 3], \"contradictions\": [{}], \"baseline\": {\"changes\": [{}]}}",
+        "{\"trials\": [{\"id\": 1, \"micro_batch\": 8, \"grad_accum\": 1, \"checkpointing\": false, "
+        "\"outcome\": \"fit\", \"samples_per_s\": 10.0, \"peak_mem_bytes\": 0, \"wall_s\": -1}], "
+        "\"best\": {\"micro_batch\": 8, \"grad_accum\": 1, \"checkpointing\": false, \"samples_per_s\": 10.0}}",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+        json_error_t je;
+        json_t *doc = json_loads(docs[i], 0, &je);
+        assert_non_null(doc);
+        for (int f = REPORT_MARKDOWN; f <= REPORT_JUNIT; f++) {
+            char *out = render(doc, (enum report_format)f, NULL);
+            assert_true(strlen(out) > 100);
+            free(out);
+        }
+        char *out = NULL, err[256];
+        assert_int_equal(report_summary_markdown(doc, 4096, &out, NULL, err, sizeof err), 0);
+        free(out);
+        json_decref(doc);
+    }
+
+    /* The fixtures of runs that ended early. */
+    json_t *crash = fixture("results-crash.json");
+    char *md = render(crash, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "**No configuration was chosen: the command failed for a reason other than memory**"));
+    assert_non_null(strstr(md, "The command failed in trial 1 (crash, exit code 1): `RuntimeError: Expected all tensors"));
+    free(md);
+    json_decref(crash);
+    json_t *intr = fixture("results-interrupted.json");
+    md = render(intr, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "No trial ran."));
+    assert_non_null(strstr(md, "- **Exit:** 130 (interrupted)"));
+    free(md);
+    char *html = render(intr, REPORT_HTML, NULL);
+    assert_non_null(strstr(html, "no trial ran"));
+    assert_int_equal(count(html, "class=\"trial\""), 0);
+    free(html);
+    json_decref(intr);
+    json_t *part = fixture("results-partial.json");
+    md = render(part, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "| 3 | \xe2\x80\x94 | \xe2\x80\x94 | \xe2\x80\x94 | timeout |"));
+    assert_non_null(strstr(md, "- **Exit:** unknown"));
+    free(md);
+    json_decref(part);
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    char *out = (char *)"untouched", err[256] = "";
+    json_t *arr = json_array();
+    assert_int_equal(report_render(arr, REPORT_HTML, &out, NULL, err, sizeof err), -1);
+    assert_null(out);
+    assert_string_equal(err, "the results are not a json object");
+    json_decref(arr);
+    json_t *other = json_pack("{s:s}", "schema", "something.else/2");
+    assert_int_equal(report_render(other, REPORT_MARKDOWN, &out, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not an autobatch results file (schema 'something.else/2')"));
+    assert_int_equal(report_summary_markdown(other, 1000, &out, NULL, err, sizeof err), -1);
+    json_decref(other);
+    assert_int_equal(report_render(NULL, REPORT_JUNIT, &out, NULL, err, sizeof err), -1);
+}
+
+static void test_format_parse(void **state)
+{
+    (void)state;
+    enum report_format f = REPORT_JUNIT;
+    assert_int_equal(report_format_parse("markdown", &f), 0);
+    assert_int_equal(f, REPORT_MARKDOWN);
+    assert_int_equal(report_format_parse("html", &f), 0);
+    assert_int_equal(f, REPORT_HTML);
+    assert_int_equal(report_format_parse("junit", &f), 0);
+    assert_int_equal(f, REPORT_JUNIT);
+    assert_int_equal(report_format_parse("md", &f), 0);
+    assert_int_equal(f, REPORT_MARKDOWN);
+    assert_int_equal(report_format_parse("pdf", &f), -1);
+    assert_int_equal(report_format_parse("", &f), -1);
+    assert_int_equal(report_format_parse(NULL, &f), -1);
+    assert_int_equal(f, REPORT_MARKDOWN);
+    assert_string_equal(report_format_name(REPORT_HTML), "html");
+}
+
+/* ------------------------------------------------------------------ */
+/* The regression gate, as baseline_compare() stores it.              */
+
+static void test_regression_gate(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-nogpu.json");
+    json_error_t je;
+    json_t *bl = json_loads(
+        "{\"file\": \"old <run>.json\", \"threshold\": 0.05, \"regression\": true, \"different_command\": true,"
+        " \"changes\": ["
+        "  {\"kind\": \"command\", \"text\": \"the baseline is for a different command: a (this run: b)\","
+        "   \"regression\": false, \"improvement\": false},"
+        "  {\"kind\": \"throughput\", \"text\": \"throughput of the chosen configuration fell 6.0%\","
+        "   \"regression\": true, \"improvement\": false},"
+        "  {\"kind\": \"max_fit\", \"text\": \"largest micro-batch for grad-accum 2 grew\","
+        "   \"regression\": false, \"improvement\": true}]}", 0, &je);
+    assert_non_null(bl);
+    json_object_set_new(doc, "baseline", bl);
+
+    char *md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "\n## Regression gate\n\n**Regression** against `old <run>.json` (throughput threshold 5%).\n"));
+    assert_non_null(strstr(md, "> **Different command:**"));
+    assert_non_null(strstr(md, "- **regression:** throughput of the chosen configuration fell 6.0%\n"));
+    assert_non_null(strstr(md, "- improvement: largest micro-batch for grad-accum 2 grew\n"));
+    free(md);
+
+    char *html = render(doc, REPORT_HTML, NULL);
+    assert_non_null(strstr(html, "<b>Regression</b> against <code>old &lt;run&gt;.json</code>"));
+    assert_non_null(strstr(html, "Different command:"));
+    free(html);
+
+    size_t len;
+    char *xml = render(doc, REPORT_JUNIT, &len);
+    struct junit_seen js;
+    junit_parse(xml, len, &js);
+    assert_int_equal(js.tests, 11);    /* 10 trials and the gate */
+    assert_int_equal(js.failures, 1);  /* the gate */
+    assert_int_equal(js.skipped, 4);
+    assert_non_null(strstr(xml, "<testcase name=\"regression gate\" classname=\"autobatch.baseline\""));
+    assert_non_null(strstr(xml, "<failure type=\"regression\" message=\"1 regression against old &lt;run&gt;.json\">"));
+    free(xml);
+
+    /* A gate that passed: a testcase that passes, and a calm sentence. */
+    json_object_set_new(json_object_get(doc, "baseline"), "regression", json_false());
+    json_object_set_new(json_object_get(doc, "baseline"), "changes", json_array());
+    xml = render(doc, REPORT_JUNIT, &len);
+    junit_parse(xml, len, &js);
+    assert_int_equal(js.tests, 11);
+    assert_int_equal(js.failures, 0);
+    free(xml);
+    md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "No regression against `old <run>.json`"));
+    assert_null(strstr(md, "Different command"));
+    free(md);
+    json_decref(doc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_junit_counts),
+        cmocka_unit_test(test_junit_oom_evidence),
+        cmocka_unit_test(test_junit_escaping),
+        cmocka_unit_test(test_junit_xml_forbidden_chars),
+        cmocka_unit_test(test_markdown_golden),
+        cmocka_unit_test(test_markdown_content),
+        cmocka_unit_test(test_html),
+        cmocka_unit_test(test_html_axes),
+        cmocka_unit_test(test_summary_budget),
+        cmocka_unit_test(test_missing_and_null),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_format_parse),
+        cmocka_unit_test(test_regression_gate),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

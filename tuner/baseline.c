@@ -1,0 +1,420 @@
+/*
+ * baseline: compare a run with an earlier results file and store what
+ * changed (see baseline.h for the rules and the stored object).
+ *
+ * Each side's per-cell answer is reduced to three facts: the largest size
+ * seen to fit (exact, or a lower bound when the range's top fitted), and
+ * the smallest size seen to fail.  A regression is a size that fitted
+ * before and fails now; an improvement is a size that failed before and
+ * fits now.  Everything else that differs is reported without a verdict.
+ */
+#include "baseline.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const json_t *bl_get(const json_t *o, const char *k)
+{
+    return json_is_object(o) ? json_object_get(o, k) : NULL;
+}
+
+static long long bl_int(const json_t *o, const char *k)
+{
+    const json_t *v = bl_get(o, k);
+    if (json_is_integer(v))
+        return (long long)json_integer_value(v);
+    if (json_is_real(v) && isfinite(json_real_value(v)) && fabs(json_real_value(v)) < 9e15)
+        return (long long)llround(json_real_value(v));
+    return -1;
+}
+
+static double bl_num(const json_t *o, const char *k)
+{
+    const json_t *v = bl_get(o, k);
+    return json_is_number(v) && isfinite(json_number_value(v)) ? json_number_value(v) : NAN;
+}
+
+static int bl_results_doc(const json_t *doc)
+{
+    if (!json_is_object(doc))
+        return 0;
+    const char *schema = json_string_value(bl_get(doc, "schema"));
+    return !schema || !strncmp(schema, "autobatch.results/", 18);
+}
+
+json_t *baseline_load(const char *path, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    if (!doc) {
+        FILE *f = fopen(path, "r");
+        if (!f) {
+            snprintf(err, errlen, "cannot read baseline '%s': %s", path, strerror(errno));
+        } else {
+            fclose(f);
+            snprintf(err, errlen, "cannot parse baseline '%s': line %d: %s", path, je.line, je.text);
+        }
+        return NULL;
+    }
+    if (!bl_results_doc(doc) || !json_is_string(bl_get(doc, "schema"))) {
+        json_decref(doc);
+        snprintf(err, errlen, "baseline '%s' is not an autobatch results file (no \"schema\": "
+                 "\"autobatch.results/1\")", path);
+        return NULL;
+    }
+    return doc;
+}
+
+/* ------------------------------------------------------------------ */
+
+/* A growable sentence. */
+struct line {
+    char buf[1024];
+    size_t len;
+};
+
+static void line_add(struct line *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line_add(struct line *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(l->buf + l->len, sizeof l->buf - l->len, fmt, ap);
+    va_end(ap);
+    if (n <= 0)
+        return;
+    if (l->len + (size_t)n < sizeof l->buf) {
+        l->len += (size_t)n;
+        return;
+    }
+    /* Cut off: drop a UTF-8 sequence that lost its tail, so the text stays valid. */
+    size_t len = sizeof l->buf - 1, p = len;
+    while (p > 0 && ((unsigned char)l->buf[p - 1] & 0xC0) == 0x80)
+        p--;
+    if (p > 0 && (unsigned char)l->buf[p - 1] >= 0xC0) {
+        unsigned char lead = (unsigned char)l->buf[p - 1];
+        size_t want = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        if (p - 1 + want > len)
+            len = p - 1;
+    }
+    l->len = len;
+    l->buf[len] = '\0';
+}
+
+/* The command as one line, words with spaces quoted. */
+static void line_command(struct line *l, const json_t *cmd)
+{
+    if (!json_is_array(cmd)) {
+        line_add(l, "(unknown)");
+        return;
+    }
+    for (size_t i = 0; i < json_array_size(cmd); i++) {
+        const char *w = json_string_value(json_array_get(cmd, i));
+        w = w ? w : "";
+        line_add(l, strpbrk(w, " \t'\"") || !*w ? "%s'%s'" : "%s%s", i ? " " : "", w);
+    }
+}
+
+static void line_config(struct line *l, const json_t *best)
+{
+    long long mb = bl_int(best, "micro_batch"), ga = bl_int(best, "grad_accum");
+    const json_t *ck = bl_get(best, "checkpointing");
+    if (mb >= 0)
+        line_add(l, "micro-batch %lld", mb);
+    else
+        line_add(l, "micro-batch unknown");
+    if (ga >= 0)
+        line_add(l, " \xc3\x97 grad-accum %lld", ga);
+    if (json_is_boolean(ck))
+        line_add(l, ", checkpointing %s", json_is_true(ck) ? "on" : "off");
+}
+
+static json_t *config_json(const json_t *best)
+{
+    if (!json_is_object(best))
+        return json_null();
+    json_t *o = json_object();
+    const char *keys[] = { "micro_batch", "grad_accum", "checkpointing" };
+    for (int i = 0; i < 3; i++) {
+        const json_t *v = bl_get(best, keys[i]);
+        json_object_set_new(o, keys[i], v ? json_deep_copy(v) : json_null());
+    }
+    return o;
+}
+
+static int same_config(const json_t *a, const json_t *b)
+{
+    const char *keys[] = { "micro_batch", "grad_accum", "checkpointing" };
+    for (int i = 0; i < 3; i++) {
+        const json_t *x = bl_get(a, keys[i]), *y = bl_get(b, keys[i]);
+        if (!(x && y ? json_equal((json_t *)x, (json_t *)y) : x == y))
+            return 0;
+    }
+    return 1;
+}
+
+static json_t *num_or_null(double v)
+{
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+static json_t *int_or_null(long long v)
+{
+    return v < 0 ? json_null() : json_integer(v);
+}
+
+/* Append a change; kind and text first, then the numbers in extra (stolen). */
+static int add_change(json_t *changes, const char *kind, const struct line *text, int regression,
+                      int improvement, json_t *extra)
+{
+    json_t *c = json_pack("{s:s, s:s, s:b, s:b}", "kind", kind, "text", text->buf, "regression",
+                          regression, "improvement", improvement);
+    if (!c || (extra && json_object_update(c, extra) < 0) || json_array_append_new(changes, c) < 0) {
+        json_decref(extra);
+        return -1;
+    }
+    json_decref(extra);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Throughput of the choice.                                           */
+
+static int compare_throughput(json_t *changes, const json_t *cur, const json_t *base, double thr)
+{
+    const json_t *cb = bl_get(cur, "best"), *bb = bl_get(base, "best");
+    int has_c = json_is_object(cb), has_b = json_is_object(bb);
+    double c = has_c ? bl_num(cb, "samples_per_s") : NAN, b = has_b ? bl_num(bb, "samples_per_s") : NAN;
+    struct line l = { .len = 0 };
+    int regression = 0, improvement = 0;
+    double change = NAN;
+    if (!has_c && !has_b)
+        return 0;
+    if (!has_c) {
+        regression = 1;
+        line_add(&l, "no configuration was chosen; the baseline chose ");
+        line_config(&l, bb);
+        if (!isnan(b))
+            line_add(&l, " at %.1f samples/s", b);
+    } else if (!has_b) {
+        improvement = 1;
+        line_add(&l, "a configuration was chosen (");
+        line_config(&l, cb);
+        if (!isnan(c))
+            line_add(&l, " at %.1f samples/s", c);
+        line_add(&l, "); the baseline chose none");
+    } else if (isnan(c) || isnan(b) || b <= 0) {
+        line_add(&l, "throughput of the chosen configuration cannot be compared: it was not measured in %s",
+                 isnan(c) && (isnan(b) || b <= 0) ? "either run" : isnan(c) ? "this run" : "the baseline");
+    } else {
+        change = (c - b) / b;
+        /* A hair of tolerance so that exactly the threshold is not a regression. */
+        regression = -change > thr + 1e-12;
+        improvement = change > thr + 1e-12;
+        if (c == b)
+            line_add(&l, "throughput of the chosen configuration is unchanged at %.1f samples/s", c);
+        else
+            line_add(&l, "throughput of the chosen configuration %s %.1f%%, from %.1f to %.1f samples/s%s%g%%%s",
+                     change < 0 ? "fell" : "rose", fabs(change) * 100, b, c,
+                     regression ? ", more than the " : !improvement ? ", within the " : ", above the ",
+                     thr * 100, " threshold");
+    }
+    if (has_c && has_b && !same_config(cb, bb)) {
+        line_add(&l, "; the choice changed from ");
+        line_config(&l, bb);
+        line_add(&l, " to ");
+        line_config(&l, cb);
+    }
+    json_t *extra = json_pack("{s:o, s:o, s:o, s:o, s:o}", "baseline", num_or_null(b), "current",
+                              num_or_null(c), "change", num_or_null(change), "baseline_config",
+                              config_json(bb), "current_config", config_json(cb));
+    if (!extra)
+        return -1;
+    return add_change(changes, "throughput", &l, regression, improvement, extra);
+}
+
+/* ------------------------------------------------------------------ */
+/* Per-cell largest fits.                                              */
+
+struct cell {
+    long long ga;
+    int ckpt;
+    long long lo;     /* largest size seen to fit, -1: none */
+    int bounded;      /* lo is only a lower bound: the range's top fitted */
+    long long fail;   /* smallest size seen to fail, -1: none */
+    const json_t *j;
+};
+
+static int cell_read(const json_t *o, struct cell *c)
+{
+    const json_t *ck = bl_get(o, "checkpointing");
+    c->ga = bl_int(o, "grad_accum");
+    if (c->ga < 0 || !json_is_boolean(ck))
+        return -1;
+    c->ckpt = json_is_true(ck);
+    c->bounded = json_is_string(bl_get(o, "bounded_by"));
+    c->lo = c->bounded ? bl_int(o, "largest_tried_fit") : bl_int(o, "micro_batch");
+    c->fail = bl_int(o, "smallest_fail");
+    c->j = o;
+    return 0;
+}
+
+static const json_t *cell_find(const json_t *cells, long long ga, int ckpt, struct cell *out)
+{
+    for (size_t i = 0; i < json_array_size(cells); i++) {
+        struct cell c;
+        if (cell_read(json_array_get(cells, i), &c) == 0 && c.ga == ga && c.ckpt == ckpt) {
+            *out = c;
+            return c.j;
+        }
+    }
+    return NULL;
+}
+
+static void line_cell_value(struct line *l, const struct cell *c)
+{
+    if (c->lo >= 0)
+        line_add(l, c->bounded ? "at least %lld (the top of its range)" : "%lld", c->lo);
+    else if (c->fail >= 0)
+        line_add(l, "none (micro-batch %lld fails)", c->fail);
+    else
+        line_add(l, "unknown");
+}
+
+static json_t *cell_numbers(const struct cell *b, const struct cell *c, long long ga, int ckpt)
+{
+    return json_pack("{s:I, s:b, s:o, s:o, s:b, s:b, s:o, s:o}", "grad_accum", (json_int_t)ga,
+                     "checkpointing", ckpt, "baseline", b ? int_or_null(b->lo) : json_null(), "current",
+                     c ? int_or_null(c->lo) : json_null(), "baseline_bounded", b && b->bounded,
+                     "current_bounded", c && c->bounded, "baseline_smallest_fail",
+                     b ? int_or_null(b->fail) : json_null(), "current_smallest_fail",
+                     c ? int_or_null(c->fail) : json_null());
+}
+
+static int compare_cell(json_t *changes, const struct cell *c, const struct cell *b)
+{
+    if (c->lo == b->lo && c->bounded == b->bounded && c->fail == b->fail)
+        return 0;
+    /* A size the baseline fitted now fails; or both runs know the exact limit and it went down. */
+    int regression = (c->fail >= 0 && b->lo >= 0 && c->fail <= b->lo) ||
+                     (!c->bounded && !b->bounded && c->lo >= 0 && b->lo >= 0 && c->lo < b->lo);
+    int improvement = !regression && ((b->fail >= 0 && c->lo >= b->fail) ||
+                                      (!c->bounded && !b->bounded && c->lo >= 0 && b->lo >= 0 && c->lo > b->lo));
+    if (!regression && !improvement && c->lo == b->lo && c->bounded == b->bounded)
+        return 0; /* only a failure further up was seen (or not): the largest fit is the same */
+    struct line l = { .len = 0 };
+    line_add(&l, "largest micro-batch for grad-accum %lld, checkpointing %s %s from ", c->ga,
+             c->ckpt ? "on" : "off", regression ? "shrank" : improvement ? "grew" : "changed");
+    line_cell_value(&l, b);
+    line_add(&l, " to ");
+    line_cell_value(&l, c);
+    if (!regression && !improvement)
+        line_add(&l, "; not comparable, the search range differs");
+    json_t *extra = cell_numbers(b, c, c->ga, c->ckpt);
+    if (!extra)
+        return -1;
+    return add_change(changes, "max_fit", &l, regression, improvement, extra);
+}
+
+static int compare_cells(json_t *changes, const json_t *cur, const json_t *base)
+{
+    const json_t *cc = bl_get(cur, "max_fit"), *bc = bl_get(base, "max_fit");
+    for (size_t i = 0; i < json_array_size(cc); i++) {
+        struct cell c, b;
+        if (cell_read(json_array_get(cc, i), &c) < 0)
+            continue;
+        if (cell_find(bc, c.ga, c.ckpt, &b)) {
+            if (compare_cell(changes, &c, &b) < 0)
+                return -1;
+            continue;
+        }
+        if (!json_is_array(bc))
+            continue; /* a baseline without per-cell answers: nothing to say */
+        struct line l = { .len = 0 };
+        line_add(&l, "grad-accum %lld, checkpointing %s was not searched in the baseline; its largest "
+                 "micro-batch is ", c.ga, c.ckpt ? "on" : "off");
+        line_cell_value(&l, &c);
+        json_t *extra = cell_numbers(NULL, &c, c.ga, c.ckpt);
+        if (!extra || add_change(changes, "cell_added", &l, 0, 0, extra) < 0)
+            return -1;
+    }
+    if (!json_is_array(cc))
+        return 0;
+    for (size_t i = 0; i < json_array_size(bc); i++) {
+        struct cell c, b;
+        if (cell_read(json_array_get(bc, i), &b) < 0 || cell_find(cc, b.ga, b.ckpt, &c))
+            continue;
+        struct line l = { .len = 0 };
+        line_add(&l, "grad-accum %lld, checkpointing %s was searched in the baseline (largest micro-batch ",
+                 b.ga, b.ckpt ? "on" : "off");
+        line_cell_value(&l, &b);
+        line_add(&l, ") but not in this run");
+        json_t *extra = cell_numbers(&b, NULL, b.ga, b.ckpt);
+        if (!extra || add_change(changes, "cell_removed", &l, 0, 0, extra) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+
+int baseline_compare(json_t *current, const json_t *baseline, const char *baseline_path,
+                     double threshold, char *err, size_t errlen)
+{
+    if (!bl_results_doc(current)) {
+        snprintf(err, errlen, "the current results are not an autobatch results document");
+        return -1;
+    }
+    if (!bl_results_doc(baseline)) {
+        snprintf(err, errlen, "baseline '%s' is not an autobatch results file",
+                 baseline_path ? baseline_path : "(unnamed)");
+        return -1;
+    }
+    if (!(threshold >= 0 && threshold <= 1)) {
+        snprintf(err, errlen, "the regression threshold must be a fraction from 0 to 1, not %g", threshold);
+        return -1;
+    }
+
+    json_t *changes = json_array();
+    if (!changes)
+        goto oom;
+    const json_t *cc = bl_get(current, "command"), *bc = bl_get(baseline, "command");
+    int other_command = !(cc && bc && json_equal((json_t *)cc, (json_t *)bc));
+    if (other_command) {
+        struct line l = { .len = 0 };
+        line_add(&l, "the baseline is for a different command: ");
+        line_command(&l, bc);
+        line_add(&l, " (this run: ");
+        line_command(&l, cc);
+        line_add(&l, ")");
+        json_t *extra = json_pack("{s:O, s:O}", "baseline", bc ? (json_t *)bc : json_null(), "current",
+                                  cc ? (json_t *)cc : json_null());
+        if (!extra || add_change(changes, "command", &l, 0, 0, extra) < 0)
+            goto oom;
+    }
+    if (compare_throughput(changes, current, baseline, threshold) < 0 ||
+        compare_cells(changes, current, baseline) < 0)
+        goto oom;
+
+    int regression = 0;
+    for (size_t i = 0; i < json_array_size(changes); i++)
+        regression |= json_is_true(json_object_get(json_array_get(changes, i), "regression"));
+    const char *started = json_string_value(bl_get(baseline, "started_at"));
+    json_t *file = baseline_path ? json_string(baseline_path) : NULL; /* NULL too when not UTF-8 */
+    json_t *verdict = json_pack("{s:o, s:f, s:b, s:b, s:o, s:o}", "file", file ? file : json_null(), "threshold",
+                                threshold, "regression", regression, "different_command", other_command,
+                                "started_at", started ? json_string(started) : json_null(), "changes",
+                                changes);
+    changes = NULL;
+    if (!verdict || json_object_set_new(current, "baseline", verdict) < 0)
+        goto oom;
+    return regression;
+
+oom:
+    json_decref(changes);
+    snprintf(err, errlen, "cannot compare with the baseline: out of memory");
+    return -1;
+}

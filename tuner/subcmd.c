@@ -1,0 +1,477 @@
+/*
+ * subcmd: config, report, matrix and notify, and the end-of-run outputs
+ * (see subcmd.h).
+ */
+#include "subcmd.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "afile.h"
+#include "baseline.h"
+#include "cache.h"
+#include "cfile.h"
+#include "matrix.h"
+#include "report.h"
+#include "results.h"
+#include "webhook.h"
+
+enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_REGRESSION = 6 };
+
+/* ------------------------------------------------------ config get/set */
+
+/* autobatch config get FILE KEY | config set FILE KEY=VALUE...  All sets
+ * are applied in memory and written once, atomically; any failure leaves
+ * the file untouched. */
+static int subcmd_config(int argc, char **argv)
+{
+    char err[512];
+    if (argc < 4 || (strcmp(argv[2], "get") && strcmp(argv[2], "set")) ||
+        (!strcmp(argv[2], "get") && argc != 5)) {
+        cli_error("usage: autobatch config get FILE KEY | autobatch config set FILE KEY=VALUE...");
+        return 2;
+    }
+    const char *path = argv[3];
+    struct cfile f = CFILE_INIT;
+    if (cfile_load(&f, path, err, sizeof err)) {
+        cli_error("%s", err);
+        return 2;
+    }
+    int rc = 0;
+    if (!strcmp(argv[2], "get")) {
+        char *v = NULL;
+        if (cfile_get(&f, argv[4], &v, err, sizeof err) != CEDIT_OK) {
+            cli_error("%s: %s", path, err);
+            rc = 2;
+        } else {
+            printf("%s\n", v);
+        }
+        free(v);
+        cfile_release(&f);
+        return rc;
+    }
+    if (argc < 5) {
+        cli_error("config set needs at least one KEY=VALUE, e.g. autobatch config set %s "
+                  "train.batch_size=16", path);
+        cfile_release(&f);
+        return 2;
+    }
+    for (int i = 4; i < argc && rc == 0; i++) {
+        char *eq = strchr(argv[i], '=');
+        if (!eq || eq == argv[i]) {
+            cli_error("'%s': expected KEY=VALUE, e.g. train.batch_size=16", argv[i]);
+            rc = 2;
+            break;
+        }
+        *eq = '\0';
+        if (cfile_set(&f, argv[i], eq + 1, err, sizeof err) != CEDIT_OK) {
+            cli_error("%s: %s; the file was not changed", path, err);
+            rc = 2;
+        }
+        *eq = '=';
+    }
+    if (rc == 0 && cfile_changed(&f) && cfile_save(&f, path, err, sizeof err)) {
+        cli_error("%s", err);
+        rc = 2;
+    }
+    cfile_release(&f);
+    return rc;
+}
+
+/* -------------------------------------------------------- shared bits */
+
+/* Write text to path atomically, or to stdout for NULL or "-". */
+static int subcmd_emit(const char *path, const char *text, size_t len)
+{
+    char err[512];
+    if (!path || !strcmp(path, "-")) {
+        if (fwrite(text, 1, len, stdout) != len || fflush(stdout)) {
+            cli_error("cannot write to stdout");
+            return -1;
+        }
+        return 0;
+    }
+    if (afile_write(path, text, len, err, sizeof err)) {
+        cli_error("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static json_t *subcmd_load(const char *path)
+{
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    if (!doc)
+        cli_error("cannot read results '%s': %s (line %d); give a file written by --json",
+                  path, je.text, je.line);
+    else if (!json_is_object(doc)) {
+        cli_error("'%s' is not an autobatch results file", path);
+        json_decref(doc);
+        doc = NULL;
+    }
+    return doc;
+}
+
+/* Options of the small subcommands: --format F, -o FILE, --webhook URL,
+ * --webhook-format F, --webhook-insecure; the rest are operands. */
+struct sub_opts {
+    const char *format, *out, *webhook, *webhook_format;
+    int insecure;
+    char **files;
+    int nfiles;
+};
+
+static int subcmd_parse(int argc, char **argv, int first, struct sub_opts *o, int allow_webhook)
+{
+    memset(o, 0, sizeof *o);
+    o->files = calloc((size_t)argc, sizeof *o->files);
+    if (!o->files)
+        return -1;
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        const char **slot = NULL;
+        if (!strcmp(a, "--format") || !strncmp(a, "--format=", 9))
+            slot = &o->format;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strncmp(a, "--output=", 9))
+            slot = &o->out;
+        else if (allow_webhook && (!strcmp(a, "--webhook") || !strncmp(a, "--webhook=", 10)))
+            slot = &o->webhook;
+        else if (allow_webhook && (!strcmp(a, "--webhook-format") || !strncmp(a, "--webhook-format=", 17)))
+            slot = &o->webhook_format;
+        else if (allow_webhook && !strcmp(a, "--webhook-insecure")) {
+            o->insecure = 1;
+            continue;
+        } else if (a[0] == '-' && a[1]) {
+            cli_error("unknown option '%s' for 'autobatch %s'; try 'autobatch --help'", a, argv[1]);
+            return -1;
+        } else {
+            o->files[o->nfiles++] = argv[i];
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        if (eq && a[1] == '-') {
+            *slot = eq + 1;
+        } else if (i + 1 < argc) {
+            *slot = argv[++i];
+        } else {
+            cli_error("option '%s' needs a value", a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- report */
+
+static int subcmd_report(int argc, char **argv)
+{
+    struct sub_opts o;
+    enum report_format f = REPORT_MARKDOWN;
+    int rc = EXIT_USAGE;
+    if (subcmd_parse(argc, argv, 2, &o, 0))
+        goto out;
+    if (o.nfiles != 1) {
+        cli_error("usage: autobatch report RESULTS [--format markdown|html|junit] [-o FILE]");
+        goto out;
+    }
+    if (o.format && report_format_parse(o.format, &f)) {
+        cli_error("--format '%s': use markdown, html or junit", o.format);
+        goto out;
+    }
+    json_t *doc = subcmd_load(o.files[0]);
+    if (!doc)
+        goto out;
+    char *text = NULL, err[512];
+    size_t len = 0;
+    if (report_render(doc, f, &text, &len, err, sizeof err))
+        cli_error("%s: %s", o.files[0], err);
+    else if (!subcmd_emit(o.out, text, len))
+        rc = EXIT_OK;
+    free(text);
+    json_decref(doc);
+out:
+    free(o.files);
+    return rc;
+}
+
+/* ------------------------------------------------------------- matrix */
+
+static int subcmd_matrix(int argc, char **argv)
+{
+    struct sub_opts o;
+    enum matrix_format f = MATRIX_MARKDOWN;
+    int rc = EXIT_USAGE;
+    json_t **docs = NULL;
+    if (subcmd_parse(argc, argv, 2, &o, 0))
+        goto out;
+    if (o.nfiles < 1) {
+        cli_error("usage: autobatch matrix RESULTS... [--format markdown|json] [-o FILE]");
+        goto out;
+    }
+    if (o.format && matrix_format_parse(o.format, &f)) {
+        cli_error("--format '%s': use markdown or json", o.format);
+        goto out;
+    }
+    docs = calloc((size_t)o.nfiles, sizeof *docs);
+    if (!docs)
+        goto out;
+    for (int i = 0; i < o.nfiles; i++)
+        if (!(docs[i] = subcmd_load(o.files[i])))
+            goto out;
+    char *text = NULL, err[512];
+    size_t len = 0;
+    if (matrix_render(docs, (const char *const *)o.files, (size_t)o.nfiles, f, &text, &len, err,
+                      sizeof err))
+        cli_error("%s", err);
+    else if (!subcmd_emit(o.out, text, len))
+        rc = EXIT_OK;
+    free(text);
+out:
+    for (int i = 0; docs && i < o.nfiles; i++)
+        json_decref(docs[i]);
+    free(docs);
+    free(o.files);
+    return rc;
+}
+
+/* ------------------------------------------------------------ webhook */
+
+static volatile sig_atomic_t subcmd_cancel;
+
+static void subcmd_on_signal(int sig)
+{
+    subcmd_cancel = sig;
+}
+
+static int subcmd_spool_dir(char *out, size_t len)
+{
+    char dir[4000];
+    if (cache_dir(dir, sizeof dir))
+        return -1;
+    snprintf(out, len, "%s/%s", dir, WEBHOOK_SPOOL_SUBDIR);
+    return 0;
+}
+
+static void subcmd_webhook_opts(struct webhook_opts *wo, const char *url, int insecure)
+{
+    webhook_opts_default(wo);
+    wo->url = url;
+    const char *secret = getenv(WEBHOOK_ENV_SECRET);
+    wo->secret = secret && *secret ? secret : NULL;
+    wo->insecure = insecure;
+    wo->cancel = &subcmd_cancel;
+}
+
+/* Post doc; on failure warn and spool.  Returns 0 when delivered. */
+static int subcmd_post(const json_t *doc, const char *url, const char *format, int insecure)
+{
+    char err[512], shown[512];
+    enum webhook_format f = WEBHOOK_GENERIC;
+    if (format && webhook_format_parse(format, &f)) {
+        cli_error("--webhook-format '%s': use generic, slack, discord or teams", format);
+        return -1;
+    }
+    webhook_url_redact(url, shown, sizeof shown);
+    if (insecure)
+        fprintf(stderr, "autobatch: WARNING: --webhook-insecure: the TLS certificate of '%s' is "
+                        "NOT verified; anyone on the path can read and change this delivery\n",
+                shown);
+    char *body = NULL;
+    size_t len = 0;
+    if (webhook_payload(doc, f, &body, &len, err, sizeof err)) {
+        fprintf(stderr, "autobatch: warning: webhook: %s\n", err);
+        return -1;
+    }
+    struct webhook_opts wo;
+    struct webhook_result wr;
+    subcmd_webhook_opts(&wo, url, insecure);
+    int rc = webhook_send(&wo, body, len, &wr, err, sizeof err);
+    if (rc) {
+        char dir[4096], serr[512];
+        fprintf(stderr, "autobatch: warning: webhook '%s' not delivered: %s\n", shown, err);
+        if (wr.permanent)
+            fprintf(stderr, "autobatch: the server refused it (HTTP %ld); not kept for later\n",
+                    wr.last_status);
+        else if (subcmd_spool_dir(dir, sizeof dir) ||
+                 webhook_spool_save_delivery(dir, url, body, len, wr.delivery_id, serr, sizeof serr))
+            fprintf(stderr, "autobatch: warning: could not keep it for later either: %s\n",
+                    subcmd_spool_dir(dir, sizeof dir) ? "no cache directory (set HOME)" : serr);
+        else
+            fprintf(stderr, "autobatch: kept in '%s'; 'autobatch notify RESULTS' sends it later\n", dir);
+    }
+    free(body);
+    return rc;
+}
+
+static int subcmd_notify(int argc, char **argv)
+{
+    struct sub_opts o;
+    int rc = EXIT_USAGE;
+    if (subcmd_parse(argc, argv, 2, &o, 1))
+        goto out;
+    const char *url = o.webhook ? o.webhook : getenv(WEBHOOK_ENV_URL);
+    if (o.nfiles > 1 || (!url && o.nfiles == 1)) {
+        cli_error(o.nfiles > 1 ? "usage: autobatch notify [RESULTS] [--webhook URL] [--webhook-format F]"
+                               : "no webhook: give --webhook URL or set AUTOBATCH_WEBHOOK_URL");
+        goto out;
+    }
+    char err[512];
+    if (webhook_global_init(err, sizeof err)) {
+        cli_error("%s", err);
+        goto out;
+    }
+    signal(SIGINT, subcmd_on_signal);
+    signal(SIGTERM, subcmd_on_signal);
+    rc = EXIT_OK;
+    if (o.nfiles == 1) {
+        json_t *doc = subcmd_load(o.files[0]);
+        if (!doc)
+            rc = EXIT_USAGE;
+        else if (subcmd_post(doc, url, o.webhook_format, o.insecure))
+            rc = 1;
+        json_decref(doc);
+    }
+    /* Then whatever earlier runs could not deliver. */
+    char dir[4096];
+    int sent = 0, left = 0;
+    if (!subcmd_spool_dir(dir, sizeof dir)) {
+        struct webhook_opts wo;
+        subcmd_webhook_opts(&wo, url, o.insecure);
+        if (webhook_spool_flush(dir, &wo, o.webhook, &sent, &left, err, sizeof err) && left) {
+            fprintf(stderr, "autobatch: %d kept deliveries still not sent: %s\n", left, err);
+            rc = rc ? rc : 1;
+        }
+        if (sent)
+            fprintf(stderr, "autobatch: sent %d kept deliveries\n", sent);
+    }
+    webhook_global_cleanup();
+out:
+    free(o.files);
+    return rc;
+}
+
+/* ------------------------------------------------------------ outputs */
+
+int subcmd_outputs_check(const struct plan *plan, json_t **baseline)
+{
+    char err[512];
+    const char *paths[] = { plan->markdown_path, plan->junit_path, plan->html_path };
+    const char *names[] = { "--markdown", "--junit", "--html" };
+    for (size_t i = 0; i < 3; i++) {
+        if (paths[i] && strcmp(paths[i], "-") && afile_check_writable(paths[i], err, sizeof err)) {
+            cli_error("%s: %s; choose a writable path", names[i], err);
+            return EXIT_USAGE;
+        }
+    }
+    *baseline = NULL;
+    if (plan->baseline_path && !(*baseline = baseline_load(plan->baseline_path, err, sizeof err))) {
+        cli_error("--baseline: %s; give a results file written by --json", err);
+        return EXIT_USAGE;
+    }
+    enum webhook_format f;
+    if (plan->webhook_url && webhook_format_parse(plan->webhook_format, &f)) {
+        cli_error("--webhook-format '%s': use generic, slack, discord or teams", plan->webhook_format);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* Append the Markdown summary to $GITHUB_STEP_SUMMARY, within GitHub's
+ * 1 MiB per step (counting what the step already wrote). */
+static void subcmd_step_summary(const json_t *doc)
+{
+    const char *path = getenv("GITHUB_STEP_SUMMARY");
+    if (!path || !*path)
+        return;
+    struct stat st;
+    size_t used = !stat(path, &st) && st.st_size > 0 ? (size_t)st.st_size : 0;
+    if (used + 1024 >= REPORT_STEP_SUMMARY_LIMIT) {
+        fprintf(stderr, "autobatch: warning: $GITHUB_STEP_SUMMARY is full; summary not added\n");
+        return;
+    }
+    char *text = NULL, err[512];
+    size_t len = 0;
+    if (report_summary_markdown(doc, REPORT_STEP_SUMMARY_LIMIT - used - 1, &text, &len, err,
+                                sizeof err)) {
+        fprintf(stderr, "autobatch: warning: step summary: %s\n", err);
+        return;
+    }
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    ssize_t w = fd >= 0 ? write(fd, text, len) : -1;
+    if (fd < 0 || w != (ssize_t)len)
+        fprintf(stderr, "autobatch: warning: cannot append to $GITHUB_STEP_SUMMARY '%s'\n", path);
+    if (fd >= 0)
+        close(fd);
+    free(text);
+}
+
+int subcmd_outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, int status)
+{
+    char err[512];
+    if (baseline) {
+        int reg = baseline_compare(doc, baseline, plan->baseline_path, plan->regression_threshold,
+                                   err, sizeof err);
+        json_t *changes = json_object_get(json_object_get(doc, "baseline"), "changes");
+        size_t i;
+        json_t *c;
+        json_array_foreach(changes, i, c)
+            fprintf(stderr, "autobatch: baseline: %s%s\n",
+                    json_is_true(json_object_get(c, "regression")) ? "REGRESSION: " : "",
+                    json_string_value(json_object_get(c, "text")));
+        if (reg < 0)
+            fprintf(stderr, "autobatch: warning: --baseline: %s\n", err);
+        if (reg == 1 && status == EXIT_OK)
+            status = EXIT_REGRESSION;
+        json_object_set_new(json_object_get(doc, "summary"), "exit", json_integer(status));
+    }
+    if (plan->json_path && results_write_json(doc, plan->json_path, err, sizeof err)) {
+        cli_error("%s", err);
+        if (status == EXIT_OK)
+            status = EXIT_USAGE;
+    }
+    const char *paths[] = { plan->markdown_path, plan->junit_path, plan->html_path };
+    enum report_format fmts[] = { REPORT_MARKDOWN, REPORT_JUNIT, REPORT_HTML };
+    for (size_t k = 0; k < 3; k++) {
+        if (!paths[k])
+            continue;
+        char *text = NULL;
+        size_t len = 0;
+        if (report_render(doc, fmts[k], &text, &len, err, sizeof err)) {
+            cli_error("%s report: %s", report_format_name(fmts[k]), err);
+            if (status == EXIT_OK)
+                status = EXIT_USAGE;
+        } else if (subcmd_emit(paths[k], text, len) && status == EXIT_OK) {
+            status = EXIT_USAGE;
+        }
+        free(text);
+    }
+    subcmd_step_summary(doc);
+    if (plan->webhook_url) {
+        if (webhook_global_init(err, sizeof err))
+            fprintf(stderr, "autobatch: warning: webhook: %s\n", err);
+        else {
+            subcmd_post(doc, plan->webhook_url, plan->webhook_format, plan->webhook_insecure);
+            webhook_global_cleanup();
+        }
+    }
+    return status;
+}
+
+int subcmd_dispatch(int argc, char **argv)
+{
+    if (!strcmp(argv[1], "config"))
+        return subcmd_config(argc, argv);
+    if (!strcmp(argv[1], "report"))
+        return subcmd_report(argc, argv);
+    if (!strcmp(argv[1], "matrix"))
+        return subcmd_matrix(argc, argv);
+    if (!strcmp(argv[1], "notify"))
+        return subcmd_notify(argc, argv);
+    return -1;
+}

@@ -88,9 +88,12 @@ void gpu_tick(void *ctx)
 
 int64_t gpu_trial_peak(const struct gpu *g, int64_t report_peak)
 {
-    /* NVML's figure when it saw the trial use memory; a trainer's own
-     * report when NVML saw nothing (no attribution, a CPU job). */
-    return g->nv && g->peak > 0 ? g->peak : report_peak;
+    /* NVML's figure when it saw the trial use memory; else a trainer's
+     * own report (NVML saw nothing: no attribution, a CPU job); else
+     * NVML's zero, which is a measurement too. */
+    if (g->nv && g->peak > 0)
+        return g->peak;
+    return report_peak >= 0 ? report_peak : g->nv ? g->peak : -1;
 }
 
 int gpu_settle(struct gpu *g)

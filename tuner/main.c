@@ -43,6 +43,7 @@ enum ab_exit {
     AB_NOTHING_FITS = 3,
     AB_CRASH = 4,
     AB_BUDGET = 5,
+    AB_REGRESSION = 6, /* set by subcmd_outputs_write */
     AB_INTERRUPTED = 130,
 };
 
@@ -791,7 +792,7 @@ int main(int argc, char **argv)
         cli_error("cannot render the results: out of memory");
         status = status == AB_OK ? AB_USAGE : status;
     } else {
-        status = subcmd_outputs_write(&plan, doc, baseline, status);
+        status = subcmd_outputs_write(&plan, doc, baseline, status, &ab_interrupted);
     }
     json_decref(doc);
     json_decref(baseline);

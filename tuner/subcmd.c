@@ -258,18 +258,20 @@ static int subcmd_spool_dir(char *out, size_t len)
     return 0;
 }
 
-static void subcmd_webhook_opts(struct webhook_opts *wo, const char *url, int insecure)
+static void subcmd_webhook_opts(struct webhook_opts *wo, const char *url, int insecure,
+                                const volatile sig_atomic_t *cancel)
 {
     webhook_opts_default(wo);
     wo->url = url;
     const char *secret = getenv(WEBHOOK_ENV_SECRET);
     wo->secret = secret && *secret ? secret : NULL;
     wo->insecure = insecure;
-    wo->cancel = &subcmd_cancel;
+    wo->cancel = cancel;
 }
 
 /* Post doc; on failure warn and spool.  Returns 0 when delivered. */
-static int subcmd_post(const json_t *doc, const char *url, const char *format, int insecure)
+static int subcmd_post(const json_t *doc, const char *url, const char *format, int insecure,
+                       const volatile sig_atomic_t *cancel)
 {
     char err[512], shown[512];
     enum webhook_format f = WEBHOOK_GENERIC;
@@ -290,7 +292,7 @@ static int subcmd_post(const json_t *doc, const char *url, const char *format, i
     }
     struct webhook_opts wo;
     struct webhook_result wr;
-    subcmd_webhook_opts(&wo, url, insecure);
+    subcmd_webhook_opts(&wo, url, insecure, cancel);
     int rc = webhook_send(&wo, body, len, &wr, err, sizeof err);
     if (rc) {
         char dir[4096], serr[512];
@@ -333,7 +335,7 @@ static int subcmd_notify(int argc, char **argv)
         json_t *doc = subcmd_load(o.files[0]);
         if (!doc)
             rc = EXIT_USAGE;
-        else if (subcmd_post(doc, url, o.webhook_format, o.insecure))
+        else if (subcmd_post(doc, url, o.webhook_format, o.insecure, &subcmd_cancel))
             rc = 1;
         json_decref(doc);
     }
@@ -342,7 +344,7 @@ static int subcmd_notify(int argc, char **argv)
     int sent = 0, left = 0;
     if (!subcmd_spool_dir(dir, sizeof dir)) {
         struct webhook_opts wo;
-        subcmd_webhook_opts(&wo, url, o.insecure);
+        subcmd_webhook_opts(&wo, url, o.insecure, &subcmd_cancel);
         if (webhook_spool_flush(dir, &wo, o.webhook, &sent, &left, err, sizeof err) && left) {
             fprintf(stderr, "autobatch: %d kept deliveries still not sent: %s\n", left, err);
             rc = rc ? rc : 1;
@@ -411,7 +413,8 @@ static void subcmd_step_summary(const json_t *doc)
     free(text);
 }
 
-int subcmd_outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, int status)
+int subcmd_outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, int status,
+                         const volatile sig_atomic_t *cancel)
 {
     char err[512];
     if (baseline) {
@@ -456,7 +459,7 @@ int subcmd_outputs_write(const struct plan *plan, json_t *doc, const json_t *bas
         if (webhook_global_init(err, sizeof err))
             fprintf(stderr, "autobatch: warning: webhook: %s\n", err);
         else {
-            subcmd_post(doc, plan->webhook_url, plan->webhook_format, plan->webhook_insecure);
+            subcmd_post(doc, plan->webhook_url, plan->webhook_format, plan->webhook_insecure, cancel);
             webhook_global_cleanup();
         }
     }

@@ -8,6 +8,7 @@
 #define AB_SUBCMD_H
 
 #include <jansson.h>
+#include <signal.h>
 
 #include "cli.h"
 
@@ -29,8 +30,10 @@ int subcmd_outputs_check(const struct plan *plan, json_t **baseline);
  * status on a regression), write --json and the reports from the
  * rendered results, append the Markdown summary to $GITHUB_STEP_SUMMARY,
  * and post to the webhook (a failure warns and spools; it never changes
- * the status).  Returns the final exit status.
+ * the status; cancel, set by a signal handler, cuts the delivery short).
+ * Returns the final exit status.
  */
-int subcmd_outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, int status);
+int subcmd_outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, int status,
+                         const volatile sig_atomic_t *cancel);
 
 #endif

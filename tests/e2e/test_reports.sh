@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Results for people and CI: one tuning run with --webhook, --junit,
+# --markdown and --html produces all of them; the HTML renders in headless
+# Chromium with one mark per trial; a dead webhook does not fail the run
+# and `autobatch notify` delivers it later; `autobatch report`, `matrix`
+# and --baseline (exit 6) work on the results of two runs;
+# GITHUB_STEP_SUMMARY gets the summary.
+source "$(dirname "$0")/lib.sh"
+PY=${AB_PYTHON:-python3}
+
+# --- a webhook receiver on loopback
+coproc SERVER { exec "$PY" "$AB_SOURCE_DIR/tests/webhook_server.py" "$WORK/hooks.jsonl" --time-limit 240 --exit-on-stdin-eof; }
+server_pid=$SERVER_PID
+read -r -u "${SERVER[0]}" PORT || fail "webhook server did not start"
+HOOK="http://127.0.0.1:$PORT"
+stop_server() { kill "$server_pid" 2>/dev/null || true; }
+trap 'stop_server; rm -rf "$WORK"' EXIT
+
+export AUTOBATCH_WEBHOOK_SECRET="s3cret-for-the-test"
+export GITHUB_STEP_SUMMARY="$WORK/summary.md"
+echo "# earlier step" > "$GITHUB_STEP_SUMMARY"
+
+"$AUTOBATCH" --quiet --no-cache --batch 1:64 --json "$WORK/r1.json" --junit "$WORK/r1.xml" \
+  --markdown "$WORK/r1.md" --html "$WORK/r1.html" --webhook "$HOOK/ok/run1" --webhook-format slack \
+  -- "$SIMTRAIN" --capacity 8G >"$WORK/r1.out" 2>"$WORK/r1.err" || fail "run 1: exit $?"
+for f in r1.json r1.xml r1.md r1.html; do [ -s "$WORK/$f" ] || fail "run 1: $f missing"; done
+trials=$(jqr '.summary.trials' "$WORK/r1.json")
+
+# JUnit: well-formed, one testcase per trial, OOMs skipped
+"$PY" - "$WORK/r1.xml" "$trials" "$(jqr '[.trials[] | select(.outcome == "oom")] | length' "$WORK/r1.json")" <<'PYEOF' || fail "junit"
+import sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+cases = root.findall(".//testcase")
+skipped = [c for c in cases if c.find("skipped") is not None]
+assert len(cases) == int(sys.argv[2]), (len(cases), sys.argv[2])
+assert len(skipped) == int(sys.argv[3]), (len(skipped), sys.argv[3])
+assert root.get("tests") == sys.argv[2]
+PYEOF
+grep -q "micro-batch" "$WORK/r1.md" || fail "markdown has no table"
+
+# HTML: self-contained, one mark per trial, renders to a non-blank PNG
+[ "$(grep -o 'class="trial"' "$WORK/r1.html" | wc -l)" = "$trials" ] || fail "html: marks != trials"
+if grep -Eq '<script[^>]*src=|<link ' "$WORK/r1.html"; then fail "html loads something from outside"; fi
+command -v chromium >/dev/null || fail "chromium is missing: apt-get install chromium"
+timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=900,1400 \
+  --screenshot="$WORK/r1.png" "file://$WORK/r1.html" >/dev/null 2>&1 || true
+[ -s "$WORK/r1.png" ] || fail "chromium wrote no screenshot"
+"$PY" - "$WORK/r1.png" <<'PYEOF' || fail "the screenshot is blank or too small"
+import struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+assert data[:8] == b"\x89PNG\r\n\x1a\n"
+w, h = struct.unpack(">II", data[16:24])
+assert w >= 800 and h >= 1000, (w, h)
+idat, i = b"", 8
+while i < len(data):
+    n = struct.unpack(">I", data[i:i + 4])[0]
+    if data[i + 4:i + 8] == b"IDAT":
+        idat += data[i + 8:i + 8 + n]
+    i += 12 + n
+raw = zlib.decompress(idat)
+# many distinct byte values and not all white: something was drawn
+assert len(set(raw)) > 32, len(set(raw))
+assert raw.count(255) < 0.97 * len(raw)
+PYEOF
+pass "reports: json, junit ($trials testcases), markdown, html rendered by chromium"
+
+# --- the webhook got the Slack payload, signed and with a delivery id
+"$PY" - "$WORK/hooks.jsonl" "$AUTOBATCH_WEBHOOK_SECRET" <<'PYEOF' || fail "webhook delivery"
+import hashlib, hmac, json, re, sys
+reqs = [json.loads(l) for l in open(sys.argv[1])]
+r = [x for x in reqs if x["path"] == "/ok/run1"]
+assert len(r) == 1, reqs
+h, body = r[0]["headers"], r[0]["body"]
+want = "sha256=" + hmac.new(sys.argv[2].encode(), body.encode(), hashlib.sha256).hexdigest()
+assert h["x-autobatch-signature-256"] == want
+assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", h["x-autobatch-delivery"])
+p = json.loads(body)
+assert "text" in p and "blocks" in p
+PYEOF
+if grep -rq "$AUTOBATCH_WEBHOOK_SECRET" "$WORK/r1.out" "$WORK/r1.err" "$WORK/r1.json" "$WORK/r1.md"; then
+  fail "the secret was printed or written"
+fi
+pass "webhook: slack payload, HMAC signature and delivery id checked"
+
+# --- GITHUB_STEP_SUMMARY: appended after what was there
+head -1 "$GITHUB_STEP_SUMMARY" | grep -q "earlier step" || fail "step summary overwritten"
+[ "$(wc -l < "$GITHUB_STEP_SUMMARY")" -gt 5 ] || fail "step summary not appended"
+pass "GITHUB_STEP_SUMMARY appended"
+
+# --- a dead webhook: the run still succeeds, the payload is spooled
+dead=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
+"$AUTOBATCH" --quiet --no-cache --batch 1:64 --json "$WORK/r2.json" --webhook "http://127.0.0.1:$dead/hook" \
+  -- "$SIMTRAIN" --capacity 6G >/dev/null 2>"$WORK/r2.err" || fail "dead webhook changed the exit status: $?"
+grep -q "not delivered" "$WORK/r2.err" || fail "no warning about the dead webhook"
+ls "$XDG_CACHE_HOME/autobatch/webhook-spool/"*.json >/dev/null 2>&1 || fail "nothing spooled"
+"$AUTOBATCH" notify --webhook "$HOOK/ok/later" >"$WORK/n.out" 2>&1 || fail "notify: exit $? $(cat "$WORK/n.out")"
+[ -z "$(ls "$XDG_CACHE_HOME/autobatch/webhook-spool/" 2>/dev/null)" ] || fail "spool not emptied"
+grep -q '"/ok/later"' "$WORK/hooks.jsonl" || fail "the spooled payload never arrived"
+"$AUTOBATCH" notify "$WORK/r2.json" --webhook "$HOOK/ok/again" --webhook-format discord >/dev/null 2>&1 \
+  || fail "notify RESULTS: exit $?"
+grep -q '"/ok/again"' "$WORK/hooks.jsonl" || fail "notify RESULTS did not deliver"
+pass "dead webhook: run exit 0, spooled, delivered by autobatch notify"
+
+# --- report, matrix and the baseline gate on two runs
+"$AUTOBATCH" report "$WORK/r1.json" --format html -o "$WORK/again.html" || fail "report html"
+[ "$(grep -o 'class="trial"' "$WORK/again.html" | wc -l)" = "$trials" ] || fail "report: marks"
+"$AUTOBATCH" report "$WORK/r1.json" >"$WORK/again.md" || fail "report markdown"
+cmp -s "$WORK/again.md" "$WORK/r1.md" || fail "report markdown differs from --markdown"
+"$AUTOBATCH" matrix "$WORK/r1.json" "$WORK/r2.json" -o "$WORK/matrix.md" || fail "matrix"
+[ "$(grep -c '^| no GPU' "$WORK/matrix.md")" = 2 ] || fail "matrix: not one row per file"
+"$AUTOBATCH" matrix "$WORK/r1.json" "$WORK/r2.json" --format json | jq -e . >/dev/null || fail "matrix json"
+set +e
+"$AUTOBATCH" --quiet --no-cache --batch 1:64 --baseline "$WORK/r1.json" --json "$WORK/r3.json" \
+  --markdown "$WORK/r3.md" -- "$SIMTRAIN" --capacity 8G --sample-time 2ms >/dev/null 2>"$WORK/r3.err"
+rc=$?
+set -e
+assert_eq 6 "$rc" "a slower run against the baseline"
+assert_eq true "$(jqr '.baseline.regression' "$WORK/r3.json")" "baseline.regression"
+grep -q "REGRESSION" "$WORK/r3.err" || fail "the regression is not said"
+grep -qi "regression" "$WORK/r3.md" || fail "the markdown report does not show the regression"
+"$AUTOBATCH" --quiet --no-cache --batch 1:64 --baseline "$WORK/r1.json" --regression-threshold 99 \
+  --json "$WORK/r4.json" -- "$SIMTRAIN" --capacity 8G --sample-time 2ms >/dev/null 2>&1 \
+  || fail "threshold 99%: exit $?"
+pass "report, matrix, baseline gate (exit 6)"
+stop_server
+wait "$server_pid" 2>/dev/null || true
+assert_no_leftovers

@@ -1,5 +1,6 @@
 /*
- * strvec: NULL-terminated string arrays (see strvec.h).
+ * strvec: NULL-terminated string arrays (see strvec.h).  Every entry point
+ * ends in strvec_put(), which takes ownership of one malloc'd string.
  */
 #include "strvec.h"
 
@@ -21,18 +22,34 @@ static int strvec_grow(struct strvec *sv)
     return 0;
 }
 
-int strvec_insert(struct strvec *sv, size_t i, const char *s)
+/* Insert (replace = 0) or replace (1) at i with c, which sv now owns; a
+ * NULL c is an earlier allocation failure.  Returns 0 or -1. */
+static int strvec_put(struct strvec *sv, size_t i, char *c, int replace)
 {
-    char *c = strdup(s);
-    if (!c || strvec_grow(sv)) {
+    if (!c || (!replace && strvec_grow(sv))) {
         free(c);
         return -1;
     }
-    memmove(sv->v + i + 1, sv->v + i, (sv->n - i) * sizeof *sv->v);
+    if (replace) {
+        free(sv->v[i]);
+    } else {
+        memmove(sv->v + i + 1, sv->v + i, (sv->n - i) * sizeof *sv->v);
+        sv->n++;
+        sv->v[sv->n] = NULL;
+    }
     sv->v[i] = c;
-    sv->n++;
-    sv->v[sv->n] = NULL;
     return 0;
+}
+
+static char *strvec_vformat(const char *fmt, va_list ap)
+{
+    char *s = NULL;
+    return vasprintf(&s, fmt, ap) < 0 ? NULL : s;
+}
+
+int strvec_insert(struct strvec *sv, size_t i, const char *s)
+{
+    return strvec_put(sv, i, strdup(s), 0);
 }
 
 int strvec_push(struct strvec *sv, const char *s)
@@ -44,38 +61,23 @@ int strvec_pushf(struct strvec *sv, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char *s = NULL;
-    int n = vasprintf(&s, fmt, ap);
+    char *s = strvec_vformat(fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return -1;
-    int rc = strvec_push(sv, s);
-    free(s);
-    return rc;
+    return strvec_put(sv, sv->n, s, 0);
 }
 
 int strvec_replace(struct strvec *sv, size_t i, const char *s)
 {
-    char *c = strdup(s);
-    if (!c)
-        return -1;
-    free(sv->v[i]);
-    sv->v[i] = c;
-    return 0;
+    return strvec_put(sv, i, strdup(s), 1);
 }
 
 int strvec_replacef(struct strvec *sv, size_t i, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    char *s = NULL;
-    int n = vasprintf(&s, fmt, ap);
+    char *s = strvec_vformat(fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return -1;
-    free(sv->v[i]);
-    sv->v[i] = s;
-    return 0;
+    return strvec_put(sv, i, s, 1);
 }
 
 void strvec_remove(struct strvec *sv, size_t i)

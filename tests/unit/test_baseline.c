@@ -19,28 +19,7 @@
 #include <unistd.h>
 
 #include "baseline.h"
-
-static char *fixture_path(const char *name)
-{
-    const char *src = getenv("AB_SOURCE_DIR");
-    if (!src || !*src)
-        fail_msg("AB_SOURCE_DIR is not set: run with AB_SOURCE_DIR=<repository root> so the "
-                 "fixtures are found at $AB_SOURCE_DIR/tests/data/");
-    char *p = NULL;
-    assert_true(asprintf(&p, "%s/tests/data/%s", src, name) > 0);
-    return p;
-}
-
-static json_t *fixture(const char *name)
-{
-    char *p = fixture_path(name);
-    json_error_t je;
-    json_t *j = json_load_file(p, 0, &je);
-    if (!j)
-        fail_msg("cannot load fixture '%s': %s", p, je.text);
-    free(p);
-    return j;
-}
+#include "fixture.h"
 
 static void set_sps(json_t *doc, double sps)
 {
@@ -428,7 +407,7 @@ static void test_load(void **state)
 {
     (void)state;
     char err[256] = "";
-    char *good = fixture_path("results-h100.json");
+    char *good = data_path("results-h100.json");
     json_t *j = baseline_load(good, err, sizeof err);
     assert_non_null(j);
     json_decref(j);

@@ -18,28 +18,7 @@
 #include <unistd.h>
 
 #include "matrix.h"
-
-static char *data_path(const char *name)
-{
-    const char *src = getenv("AB_SOURCE_DIR");
-    if (!src || !*src)
-        fail_msg("AB_SOURCE_DIR is not set: run with AB_SOURCE_DIR=<repository root> so the "
-                 "fixtures are found at $AB_SOURCE_DIR/tests/data/");
-    char *p = NULL;
-    assert_true(asprintf(&p, "%s/tests/data/%s", src, name) > 0);
-    return p;
-}
-
-static json_t *fixture(const char *name)
-{
-    char *p = data_path(name);
-    json_error_t je;
-    json_t *j = json_load_file(p, 0, &je);
-    if (!j)
-        fail_msg("cannot load fixture '%s': %s", p, je.text);
-    free(p);
-    return j;
-}
+#include "fixture.h"
 
 static char *render(json_t *const *docs, const char *const *names, size_t n, enum matrix_format f)
 {

@@ -22,36 +22,10 @@
 #include <unistd.h>
 
 #include "report.h"
+#include "fixture.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers.                                                            */
-
-static const char *src_dir(void)
-{
-    const char *src = getenv("AB_SOURCE_DIR");
-    if (!src || !*src)
-        fail_msg("AB_SOURCE_DIR is not set: run with AB_SOURCE_DIR=<repository root> so the "
-                 "fixtures are found at $AB_SOURCE_DIR/tests/data/");
-    return src;
-}
-
-static char *data_path(const char *name)
-{
-    char *p = NULL;
-    assert_true(asprintf(&p, "%s/tests/data/%s", src_dir(), name) > 0);
-    return p;
-}
-
-static json_t *fixture(const char *name)
-{
-    char *p = data_path(name);
-    json_error_t je;
-    json_t *j = json_load_file(p, 0, &je);
-    if (!j)
-        fail_msg("cannot load fixture '%s': %s", p, je.text);
-    free(p);
-    return j;
-}
 
 static char *render(const json_t *doc, enum report_format f, size_t *len)
 {

@@ -166,6 +166,41 @@ static void test_steps_end_a_fit(void **state)
     assert_true(res.step_time_s > 0.01 && res.step_time_s < 1.0);
 }
 
+static void test_noisy_trial_runs_longer(void **state)
+{
+    (void)state;
+    char report[] = "/tmp/ab-trial-noisy-XXXXXX";
+    int fd = mkstemp(report);
+    close(fd);
+    struct trial_opts o = opts();
+    o.target_steps = 6;
+    o.warmup_steps = 1;
+    o.extra_steps = 4;
+    o.noise_rel = 0.10;
+    o.report_path = report;
+    char script[512];
+    /* Step times alternate 1 s and 3 s by the trainer's clock: far noisier
+     * than 10%, so the trial runs 4 steps past its target, once. */
+    snprintf(script, sizeof script,
+             "t=0; for i in $(seq 1 30); do t=$((t + 1 + 2 * (i %% 2))); "
+             "echo \"{\\\"step\\\": $i, \\\"time\\\": $t}\" >> %s; done; sleep 60", report);
+    run_sh(script, &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.extended, 1);
+    assert_true(res.steps_seen >= 10);
+    assert_true(res.steps_measured >= 9);
+    /* A steady trainer stops at its target. */
+    assert_int_equal(truncate(report, 0), 0);
+    snprintf(script, sizeof script,
+             "for i in $(seq 1 30); do echo \"{\\\"step\\\": $i, \\\"time\\\": $i}\" >> %s; done; "
+             "sleep 60", report);
+    run_sh(script, &o, &res);
+    unlink(report);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.extended, 0);
+    assert_true(res.step_time_s > 0.999 && res.step_time_s < 1.001);
+}
+
 static void test_report_file_is_authoritative(void **state)
 {
     (void)state;
@@ -240,6 +275,7 @@ int main(void)
         cmocka_unit_test(test_hang_and_timeout),
         cmocka_unit_test(test_steps_end_a_fit),
         cmocka_unit_test(test_report_file_is_authoritative),
+        cmocka_unit_test(test_noisy_trial_runs_longer),
         cmocka_unit_test(test_spawn_failure),
         cmocka_unit_test(test_interrupt),
         cmocka_unit_test(test_huge_line_then_oom),

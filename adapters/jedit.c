@@ -22,6 +22,7 @@
  * equal the new tree.
  */
 #include "jedit.h"
+#include "errbuf.h"
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -36,16 +37,6 @@
 /* Small helpers                                                      */
 /* ------------------------------------------------------------------ */
 
-__attribute__((format(printf, 3, 4)))
-static void jerr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ASCII classes without <ctype.h>, whose answers depend on the locale. */
 static int jdigit(int c)
@@ -576,7 +567,7 @@ static void jdoc_report(const struct jdoc *d, const char *prefix, char *err, siz
 {
     size_t line, col;
     jpos(d->s, d->len, d->bom, d->err_off, &line, &col);
-    jerr(err, errlen, "%sline %zu, column %zu: %s", prefix, line, col, d->err_msg);
+    errbuf_set(err, errlen, "%sline %zu, column %zu: %s", prefix, line, col, d->err_msg);
 }
 
 /* ---- strings ---- */
@@ -708,12 +699,12 @@ static enum cedit_status jpath_parse(struct jpath *p, const char *key, char *err
     memset(p, 0, sizeof *p);
     p->key = key;
     if (!key || !*key) {
-        jerr(err, errlen, "empty key");
+        errbuf_set(err, errlen, "empty key");
         return CEDIT_BAD_KEY;
     }
     size_t len = strlen(key), n = 1;
     if (!jutf8_valid((const unsigned char *)key, len)) {
-        jerr(err, errlen, "key '%s' is not valid UTF-8", key);
+        errbuf_set(err, errlen, "key '%s' is not valid UTF-8", key);
         return CEDIT_BAD_KEY;
     }
     for (size_t i = 0; i < len; i++)
@@ -731,7 +722,7 @@ static enum cedit_status jpath_parse(struct jpath *p, const char *key, char *err
         if (key[i] != '.' && key[i] != '\0')
             continue;
         if (i == start) {
-            jerr(err, errlen, "key '%s' has an empty component (check for a stray '.')", key);
+            errbuf_set(err, errlen, "key '%s' has an empty component (check for a stray '.')", key);
             jpath_release(p);
             return CEDIT_BAD_KEY;
         }
@@ -825,29 +816,29 @@ static enum cedit_status jresolve(const struct jdoc *d, const struct jpath *p, s
                 size_t l1, l2, col;
                 jpos(d->s, d->len, d->bom, d->tok[d->node[found].key_tok].start, &l1, &col);
                 jpos(d->s, d->len, d->bom, d->tok[d->node[dup].key_tok].start, &l2, &col);
-                jerr(err, errlen,
+                errbuf_set(err, errlen,
                      "key '%.*s' is ambiguous: it occurs more than once in one object (lines %zu and %zu)",
                      jpath_prefix(p, i), p->key, l1, l2);
                 return CEDIT_AMBIGUOUS;
             }
             if (found == JNONE) {
                 r->parent = cur;
-                jerr(err, errlen, "key '%.*s' not found", jpath_prefix(p, i), p->key);
+                errbuf_set(err, errlen, "key '%.*s' not found", jpath_prefix(p, i), p->key);
                 return CEDIT_NOT_FOUND;
             }
         } else if (c->type == JN_ARRAY) {
             size_t idx;
             if (!jindex(comp, &idx)) {
                 if (i)
-                    jerr(err, errlen, "key '%s' not found: '%.*s' is a list and '%s' is not an index",
+                    errbuf_set(err, errlen, "key '%s' not found: '%.*s' is a list and '%s' is not an index",
                          p->key, jpath_prefix(p, i - 1), p->key, comp);
                 else
-                    jerr(err, errlen, "key '%s' not found: the document is a list and '%s' is not an index",
+                    errbuf_set(err, errlen, "key '%s' not found: the document is a list and '%s' is not an index",
                          p->key, comp);
                 return CEDIT_NOT_FOUND;
             }
             if (idx >= c->count) {
-                jerr(err, errlen, "key '%.*s' not found: the list has %zu item%s",
+                errbuf_set(err, errlen, "key '%.*s' not found: the list has %zu item%s",
                      jpath_prefix(p, i), p->key, c->count, c->count == 1 ? "" : "s");
                 return CEDIT_NOT_FOUND;
             }
@@ -856,10 +847,10 @@ static enum cedit_status jresolve(const struct jdoc *d, const struct jpath *p, s
                 found = d->node[found].next;
         } else {
             if (i)
-                jerr(err, errlen, "key '%s' not found: '%.*s' is %s, not an object or list",
+                errbuf_set(err, errlen, "key '%s' not found: '%.*s' is %s, not an object or list",
                      p->key, jpath_prefix(p, i - 1), p->key, jtype_name(c->type));
             else
-                jerr(err, errlen, "key '%s' not found: the document is %s, not an object",
+                errbuf_set(err, errlen, "key '%s' not found: the document is %s, not an object",
                      p->key, jtype_name(c->type));
             return CEDIT_NOT_FOUND;
         }
@@ -1400,7 +1391,7 @@ static enum cedit_status jverify_jansson(const struct jdoc *d0, const char *out,
     enum cedit_status st = CEDIT_VERIFY;
     json_t *want = NULL, *nw = json_loadb(out + bom, outlen - bom, flags, &je);
     if (!nw) {
-        jerr(err, errlen, "the edited document is not valid JSON (jansson: %s)", je.text);
+        errbuf_set(err, errlen, "the edited document is not valid JSON (jansson: %s)", je.text);
         json_decref(old);
         return CEDIT_VERIFY;
     }
@@ -1416,7 +1407,7 @@ static enum cedit_status jverify_jansson(const struct jdoc *d0, const char *out,
     json_t *got = np ? jj_child(np, p->comp[p->n - 1]) : NULL;
     size_t idx;
     if (!want || !got || !op || !json_equal(got, want)) {
-        jerr(err, errlen, "jansson does not read the new value at key '%s'", p->key);
+        errbuf_set(err, errlen, "jansson does not read the new value at key '%s'", p->key);
         goto done;
     }
     int put;
@@ -1426,11 +1417,11 @@ static enum cedit_status jverify_jansson(const struct jdoc *d0, const char *out,
         put = json_is_array(op) && jindex(p->comp[p->n - 1], &idx) ? json_array_set(op, idx, got)
                                                                      : -1;
     if (put) {
-        jerr(err, errlen, "jansson cannot put the new value at key '%s' of the original", p->key);
+        errbuf_set(err, errlen, "jansson cannot put the new value at key '%s' of the original", p->key);
         goto done;
     }
     if (!json_equal(old, nw)) {
-        jerr(err, errlen, "jansson finds values other than '%s' changed", p->key);
+        errbuf_set(err, errlen, "jansson finds values other than '%s' changed", p->key);
         goto done;
     }
     st = CEDIT_OK;
@@ -1458,7 +1449,7 @@ static enum cedit_status jverify(const struct jdoc *d0, const char *out, size_t 
     }
     st = CEDIT_VERIFY;
     if (!jverify_tokens(d0, &d1, e)) {
-        jerr(err, errlen, "the edit of '%s' would change other parts of the document", p->key);
+        errbuf_set(err, errlen, "the edit of '%s' would change other parts of the document", p->key);
         goto done;
     }
     enum cedit_status rs = jresolve(&d1, p, &r, err, errlen);
@@ -1467,7 +1458,7 @@ static enum cedit_status jverify(const struct jdoc *d0, const char *out, size_t 
         goto done;
     }
     if (rs) {
-        jerr(err, errlen, "the edited document has no single value at key '%s'", p->key);
+        errbuf_set(err, errlen, "the edited document has no single value at key '%s'", p->key);
         goto done;
     }
     size_t tok = d1.node[r.node].tok;
@@ -1484,7 +1475,7 @@ static enum cedit_status jverify(const struct jdoc *d0, const char *out, size_t 
         goto done;
     }
     if (!same) {
-        jerr(err, errlen, "the edited document does not hold the new value at key '%s'", p->key);
+        errbuf_set(err, errlen, "the edited document does not hold the new value at key '%s'", p->key);
         goto done;
     }
     st = d0->strict ? jverify_jansson(d0, out, outlen, d1.bom, p, v, err, errlen) : CEDIT_OK;
@@ -1506,9 +1497,9 @@ enum cedit_status jedit_get(const char *doc, size_t len, const char *key, char *
     enum cedit_status st;
     if (value)
         *value = NULL;
-    jerr(err, errlen, "%s", "");
+    errbuf_set(err, errlen, "%s", "");
     if (!value) {
-        jerr(err, errlen, "no place for the value");
+        errbuf_set(err, errlen, "no place for the value");
         return CEDIT_BAD_KEY;
     }
     if ((st = jpath_parse(&p, key, err, errlen)))
@@ -1521,7 +1512,7 @@ enum cedit_status jedit_get(const char *doc, size_t len, const char *key, char *
     const struct jnode *n = &d.node[r.node];
     const struct jtok *k = &d.tok[n->tok];
     if (n->type == JN_OBJECT || n->type == JN_ARRAY) {
-        jerr(err, errlen, "key '%s' is %s, not a single value", key, jtype_name(n->type));
+        errbuf_set(err, errlen, "key '%s' is %s, not a single value", key, jtype_name(n->type));
         st = CEDIT_NOT_SCALAR;
     } else if (n->type == JN_STRING) {
         size_t vlen;
@@ -1533,7 +1524,7 @@ enum cedit_status jedit_get(const char *doc, size_t len, const char *key, char *
     }
 done:
     if (st == CEDIT_NOMEM)
-        jerr(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
     jdoc_release(&d);
     jpath_release(&p);
     return st;
@@ -1555,16 +1546,16 @@ enum cedit_status jedit_set(const char *doc, size_t len, const char *key, const 
         *out = NULL;
     if (outlen)
         *outlen = 0;
-    jerr(err, errlen, "%s", "");
+    errbuf_set(err, errlen, "%s", "");
     if (!out || !outlen || !value) {
-        jerr(err, errlen, "no value, or no place for the result");
+        errbuf_set(err, errlen, "no value, or no place for the result");
         return CEDIT_BAD_KEY;
     }
     if ((st = jpath_parse(&p, key, err, errlen)))
         return st;
     if (!jutf8_valid((const unsigned char *)value, strlen(value))) {
         /* Nothing else would catch it in JSON-with-comments files. */
-        jerr(err, errlen, "the value for '%s' is not valid UTF-8", key);
+        errbuf_set(err, errlen, "the value for '%s' is not valid UTF-8", key);
         jpath_release(&p);
         return CEDIT_VERIFY;
     }
@@ -1583,7 +1574,7 @@ enum cedit_status jedit_set(const char *doc, size_t len, const char *key, const 
             goto done;
     } else if (st == CEDIT_NOT_FOUND) {
         if (r.missing + 1 < p.n && r.parent != JNONE) {
-            jerr(err, errlen, "cannot set '%s': its parent '%.*s' does not exist", key,
+            errbuf_set(err, errlen, "cannot set '%s': its parent '%.*s' does not exist", key,
                  jpath_prefix(&p, p.n - 2), key);
         }
         goto done;
@@ -1594,7 +1585,7 @@ enum cedit_status jedit_set(const char *doc, size_t len, const char *key, const 
         const struct jtok *k = &d.tok[n->tok];
         size_t oldlen = 0;
         if (n->type == JN_OBJECT || n->type == JN_ARRAY) {
-            jerr(err, errlen, "key '%s' is %s, not a single value", key, jtype_name(n->type));
+            errbuf_set(err, errlen, "key '%s' is %s, not a single value", key, jtype_name(n->type));
             st = CEDIT_NOT_SCALAR;
             goto done;
         }
@@ -1621,10 +1612,10 @@ enum cedit_status jedit_set(const char *doc, size_t len, const char *key, const 
     *out = res;
     *outlen = reslen;
     res = NULL;
-    jerr(err, errlen, "%s", "");
+    errbuf_set(err, errlen, "%s", "");
 done:
     if (st == CEDIT_NOMEM)
-        jerr(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
     free(res);
     free(old);
     jchange_release(&e);

@@ -4,6 +4,7 @@
  * configs/presets/, compiled in by CMakeLists.txt as `ab_presets`.
  */
 #include "preset.h"
+#include "errbuf.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -46,7 +47,7 @@ static int preset_fail(char *err, size_t errlen, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
+    errbuf_vset(err, errlen, fmt, ap);
     va_end(ap);
     return -1;
 }

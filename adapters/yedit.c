@@ -24,6 +24,7 @@
  * Library code: never prints, never exits, no global mutable state.
  */
 #include "yedit.h"
+#include "errbuf.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -50,7 +51,7 @@ static enum cedit_status failf(char *err, size_t errlen, enum cedit_status st, c
     if (err && errlen) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
+        errbuf_vset(err, errlen, fmt, ap);
         va_end(ap);
         for (char *c = err; *c; c++)
             if ((unsigned char)*c < 0x20 || *c == 0x7f)

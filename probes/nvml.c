@@ -8,6 +8,7 @@
  * caller must ask for the versioned symbols itself.
  */
 #include "nvml.h"
+#include "errbuf.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -103,17 +104,6 @@ struct nvml {
 /* ------------------------------------------------------------------ */
 /* Helpers                                                             */
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static const char *nvml_errstr(const struct nvml *n, nvmlReturn_t r, char *buf, size_t len)
 {
@@ -198,13 +188,13 @@ int nvml_open(struct nvml **out, const char *libpath, char *err, size_t errlen)
 
     struct nvml *n = calloc(1, sizeof *n);
     if (!n) {
-        set_err(err, errlen, "out of memory");
+        errbuf_set(err, errlen, "out of memory");
         return -1;
     }
     n->dl = dlopen(libpath, RTLD_NOW | RTLD_LOCAL);
     if (!n->dl) {
         const char *why = dlerror();
-        set_err(err, errlen, "cannot load '%s': %s", libpath, why ? why : "unknown error");
+        errbuf_set(err, errlen, "cannot load '%s': %s", libpath, why ? why : "unknown error");
         release(n, 0);
         return -1;
     }
@@ -234,7 +224,7 @@ int nvml_open(struct nvml **out, const char *libpath, char *err, size_t errlen)
     else if (!mem2 && !mem1)
         missing = "nvmlDeviceGetMemoryInfo";
     if (missing) {
-        set_err(err, errlen, "'%s' has no '%s'", libpath, missing);
+        errbuf_set(err, errlen, "'%s' has no '%s'", libpath, missing);
         release(n, 0);
         return -1;
     }
@@ -248,7 +238,7 @@ int nvml_open(struct nvml **out, const char *libpath, char *err, size_t errlen)
 
     r = init();
     if (r != NVML_SUCCESS) {
-        set_err(err, errlen, "nvmlInit_v2 failed: %s", nvml_errstr(n, r, ebuf, sizeof ebuf));
+        errbuf_set(err, errlen, "nvmlInit_v2 failed: %s", nvml_errstr(n, r, ebuf, sizeof ebuf));
         release(n, 0);
         return -1;
     }
@@ -256,13 +246,13 @@ int nvml_open(struct nvml **out, const char *libpath, char *err, size_t errlen)
     unsigned int ndev = 0;
     r = count(&ndev);
     if (r != NVML_SUCCESS) {
-        set_err(err, errlen, "nvmlDeviceGetCount_v2 failed: %s",
+        errbuf_set(err, errlen, "nvmlDeviceGetCount_v2 failed: %s",
                 nvml_errstr(n, r, ebuf, sizeof ebuf));
         release(n, 1);
         return -1;
     }
     if (ndev == 0) {
-        set_err(err, errlen, "no NVIDIA GPU found");
+        errbuf_set(err, errlen, "no NVIDIA GPU found");
         release(n, 1);
         return -1;
     }
@@ -271,7 +261,7 @@ int nvml_open(struct nvml **out, const char *libpath, char *err, size_t errlen)
     for (int i = 0; i < n->ngpu; i++) {
         r = handle((unsigned int)i, &n->dev[i]);
         if (r != NVML_SUCCESS) {
-            set_err(err, errlen, "cannot open GPU %d: %s", i, nvml_errstr(n, r, ebuf, sizeof ebuf));
+            errbuf_set(err, errlen, "cannot open GPU %d: %s", i, nvml_errstr(n, r, ebuf, sizeof ebuf));
             release(n, 1);
             return -1;
         }
@@ -306,7 +296,7 @@ int nvml_open(struct nvml **out, const char *libpath, char *err, size_t errlen)
             r = read_memory(n, i, &used, &total);
         }
         if (r != NVML_SUCCESS) {
-            set_err(err, errlen, "%s failed on GPU %d: %s", n->mem_name, i,
+            errbuf_set(err, errlen, "%s failed on GPU %d: %s", n->mem_name, i,
                     nvml_errstr(n, r, ebuf, sizeof ebuf));
             release(n, 1);
             return -1;

@@ -9,6 +9,7 @@
  * webhook_global_init().
  */
 #include "webhook.h"
+#include "errbuf.h"
 #include "sha256.h"
 
 #include <ctype.h>
@@ -31,15 +32,6 @@
 /* ================================================================ */
 /* Helpers                                                           */
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* A growable string.  An allocation failure sets bad and later appends
  * do nothing, so a builder checks once at the end. */
@@ -266,7 +258,7 @@ int webhook_uuid4(char out[WEBHOOK_UUID_LEN], char *err, size_t errlen)
 {
     unsigned char b[16];
     if (random_bytes(b, sizeof b) < 0) {
-        seterr(err, errlen, "cannot read random bytes for a delivery id: %s", strerror(errno));
+        errbuf_set(err, errlen, "cannot read random bytes for a delivery id: %s", strerror(errno));
         return -1;
     }
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);   /* version 4 */
@@ -341,7 +333,7 @@ int webhook_global_init(char *err, size_t errlen)
 {
     CURLcode c = curl_global_init(CURL_GLOBAL_DEFAULT);
     if (c != CURLE_OK) {
-        seterr(err, errlen, "cannot initialise libcurl: %s", curl_easy_strerror(c));
+        errbuf_set(err, errlen, "cannot initialise libcurl: %s", curl_easy_strerror(c));
         return -1;
     }
     return 0;
@@ -1050,7 +1042,7 @@ int webhook_payload(const json_t *results, enum webhook_format f, char **body, s
     *body = NULL;
     *len = 0;
     if (!json_is_object(results)) {
-        seterr(err, errlen, "the results are not a json object");
+        errbuf_set(err, errlen, "the results are not a json object");
         return -1;
     }
     json_t *doc = NULL;
@@ -1060,7 +1052,7 @@ int webhook_payload(const json_t *results, enum webhook_format f, char **body, s
     } else {
         if (summary_make(&s, results) < 0) {
             summary_release(&s);
-            seterr(err, errlen, "out of memory building the webhook payload");
+            errbuf_set(err, errlen, "out of memory building the webhook payload");
             return -1;
         }
         doc = f == WEBHOOK_SLACK ? payload_slack(&s)
@@ -1071,7 +1063,7 @@ int webhook_payload(const json_t *results, enum webhook_format f, char **body, s
     char *text = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     if (!text) {
-        seterr(err, errlen, "cannot build the %s webhook payload", webhook_format_name(f));
+        errbuf_set(err, errlen, "cannot build the %s webhook payload", webhook_format_name(f));
         return -1;
     }
     *body = text;
@@ -1285,7 +1277,7 @@ static int url_scheme_ok(const char *url)
 static void scrub(const struct webhook_opts *o, const char *where, char *err, size_t errlen)
 {
     if (err && errlen && o->secret && *o->secret && strstr(err, o->secret))
-        seterr(err, errlen, "webhook '%s' failed (the message is withheld: it held the secret)",
+        errbuf_set(err, errlen, "webhook '%s' failed (the message is withheld: it held the secret)",
                where);
 }
 
@@ -1303,13 +1295,13 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
     }
     if (!o->url || !*o->url || !url_scheme_ok(o->url)) {
         r->permanent = 1;
-        seterr(err, errlen, "unsupported webhook url '%s': use an http:// or https:// url", where);
+        errbuf_set(err, errlen, "unsupported webhook url '%s': use an http:// or https:// url", where);
         return -1;
     }
 
     CURL *h = curl_easy_init();
     if (!h) {
-        seterr(err, errlen, "cannot start a webhook request: out of memory");
+        errbuf_set(err, errlen, "cannot start a webhook request: out of memory");
         return -1;
     }
     struct curl_slist *hdrs = NULL, *tmp;
@@ -1365,7 +1357,7 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
     sc |= curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
     sc |= curl_easy_setopt(h, CURLOPT_XFERINFODATA, &a);
     if (!ok || sc != CURLE_OK) {
-        seterr(err, errlen, "cannot set up the webhook request to '%s'", where);
+        errbuf_set(err, errlen, "cannot set up the webhook request to '%s'", where);
         curl_slist_free_all(hdrs);
         curl_easy_cleanup(h);
         return -1;
@@ -1391,17 +1383,17 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
             break;
         }
         if (c == CURLE_ABORTED_BY_CALLBACK || (o->cancel && *o->cancel)) {
-            seterr(err, errlen, "webhook '%s' interrupted after %d attempt%s", where,
+            errbuf_set(err, errlen, "webhook '%s' interrupted after %d attempt%s", where,
                    r->attempts, s);
             break;
         }
         if (c == CURLE_OK) {
             char ans[128];
             answer_line(&a, ans, sizeof ans);
-            seterr(err, errlen, "webhook '%s' answered %ld after %d attempt%s%s%s", where, status,
+            errbuf_set(err, errlen, "webhook '%s' answered %ld after %d attempt%s%s%s", where, status,
                    r->attempts, s, *ans ? ": " : "", ans);
         } else {
-            seterr(err, errlen, "webhook '%s' failed after %d attempt%s: %s", where, r->attempts, s,
+            errbuf_set(err, errlen, "webhook '%s' failed after %d attempt%s: %s", where, r->attempts, s,
                    *cerr ? cerr : curl_easy_strerror(c));
         }
         if (v == V_FINAL) {
@@ -1417,7 +1409,7 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
         double wait = webhook_backoff(r->attempts, o->base_delay_s, o->max_delay_s,
                                       webhook_retry_after(a.retry_after, time(NULL)), bits);
         if (nap(wait, o->cancel) < 0) {
-            seterr(err, errlen, "webhook '%s' interrupted after %d attempt%s", where,
+            errbuf_set(err, errlen, "webhook '%s' interrupted after %d attempt%s", where,
                    r->attempts, s);
             break;
         }
@@ -1440,7 +1432,7 @@ static int mkdirs(const char *dir, char *err, size_t errlen)
 {
     char path[4096];
     if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
-        seterr(err, errlen, "spool directory name too long");
+        errbuf_set(err, errlen, "spool directory name too long");
         return -1;
     }
     for (char *p = path + 1; ; p++) {
@@ -1452,7 +1444,7 @@ static int mkdirs(const char *dir, char *err, size_t errlen)
                  * whatever the umask. */
                 chmod(path, 0700);
             } else if (errno != EEXIST) {
-                seterr(err, errlen, "cannot create '%s': %s", path, strerror(errno));
+                errbuf_set(err, errlen, "cannot create '%s': %s", path, strerror(errno));
                 return -1;
             }
             *p = c;
@@ -1462,7 +1454,7 @@ static int mkdirs(const char *dir, char *err, size_t errlen)
     }
     struct stat st;
     if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
-        seterr(err, errlen, "spool '%s' is not a directory", dir);
+        errbuf_set(err, errlen, "spool '%s' is not a directory", dir);
         return -1;
     }
     return 0;
@@ -1487,7 +1479,7 @@ int webhook_spool_save_delivery(const char *dir, const char *url, const char *bo
 {
     char id[WEBHOOK_UUID_LEN];
     if (!url || !*url) {
-        seterr(err, errlen, "no webhook url to spool the payload for");
+        errbuf_set(err, errlen, "no webhook url to spool the payload for");
         return -1;
     }
     if (delivery_id && uuid_shaped(delivery_id))
@@ -1512,7 +1504,7 @@ int webhook_spool_save_delivery(const char *dir, const char *url, const char *bo
     char *text = bad ? NULL : json_dumps(doc, JSON_INDENT(2));
     json_decref(doc);
     if (!text) {
-        seterr(err, errlen, "cannot spool the webhook payload: not utf-8, or out of memory");
+        errbuf_set(err, errlen, "cannot spool the webhook payload: not utf-8, or out of memory");
         return -1;
     }
     if (mkdirs(dir, err, errlen) < 0) {
@@ -1526,15 +1518,15 @@ int webhook_spool_save_delivery(const char *dir, const char *url, const char *bo
     int fd = open(tmpp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     int rc = -1;
     if (fd < 0) {
-        seterr(err, errlen, "cannot create '%s': %s", tmpp, strerror(errno));
+        errbuf_set(err, errlen, "cannot create '%s': %s", tmpp, strerror(errno));
     } else if (fchmod(fd, 0600) < 0 || write_all(fd, text, strlen(text)) < 0 ||
                write_all(fd, "\n", 1) < 0 || fsync(fd) < 0) {
-        seterr(err, errlen, "cannot write '%s': %s", tmpp, strerror(errno));
+        errbuf_set(err, errlen, "cannot write '%s': %s", tmpp, strerror(errno));
     } else if (close(fd) < 0) {
         fd = -1;
-        seterr(err, errlen, "cannot write '%s': %s", tmpp, strerror(errno));
+        errbuf_set(err, errlen, "cannot write '%s': %s", tmpp, strerror(errno));
     } else if (fd = -1, rename(tmpp, path) < 0) {
-        seterr(err, errlen, "cannot rename '%s' to '%s': %s", tmpp, path, strerror(errno));
+        errbuf_set(err, errlen, "cannot rename '%s' to '%s': %s", tmpp, path, strerror(errno));
     } else {
         rc = 0;
     }
@@ -1566,7 +1558,7 @@ static int list_spool(const char *dir, char ***names, size_t *n, char *err, size
     if (!d) {
         if (errno == ENOENT)
             return 0;
-        seterr(err, errlen, "cannot read spool '%s': %s", dir, strerror(errno));
+        errbuf_set(err, errlen, "cannot read spool '%s': %s", dir, strerror(errno));
         return -1;
     }
     size_t alloc = 0;
@@ -1594,7 +1586,7 @@ static int list_spool(const char *dir, char ***names, size_t *n, char *err, size
     }
     closedir(d);
     if (rc < 0)
-        seterr(err, errlen, "cannot read spool '%s': out of memory", dir);
+        errbuf_set(err, errlen, "cannot read spool '%s': out of memory", dir);
     else if (*n)
         qsort(*names, *n, sizeof **names, cmp_names);
     return rc;
@@ -1606,13 +1598,13 @@ static json_t *read_spool_file(const char *path, char *err, size_t errlen)
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0) {
-        seterr(err, errlen, "cannot read '%s': %s", path, strerror(errno));
+        errbuf_set(err, errlen, "cannot read '%s': %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return NULL;
     }
     if (!S_ISREG(st.st_mode) || (size_t)st.st_size > SPOOL_FILE_MAX) {
-        seterr(err, errlen, "'%s' is not a spool file (too large or not a file)", path);
+        errbuf_set(err, errlen, "'%s' is not a spool file (too large or not a file)", path);
         close(fd);
         return NULL;
     }
@@ -1620,14 +1612,14 @@ static json_t *read_spool_file(const char *path, char *err, size_t errlen)
     json_t *doc = json_loadfd(fd, 0, &je);
     close(fd);
     if (!doc) {
-        seterr(err, errlen, "cannot parse '%s': %s", path, je.text);
+        errbuf_set(err, errlen, "cannot parse '%s': %s", path, je.text);
         return NULL;
     }
     const json_t *schema = json_object_get(doc, "schema");
     if (!json_is_string(schema) || strcmp(json_string_value(schema), SPOOL_SCHEMA) ||
         !json_is_string(json_object_get(doc, "url")) ||
         !json_is_string(json_object_get(doc, "body"))) {
-        seterr(err, errlen, "'%s' is not a spool file (schema " SPOOL_SCHEMA ")", path);
+        errbuf_set(err, errlen, "'%s' is not a spool file (schema " SPOOL_SCHEMA ")", path);
         json_decref(doc);
         return NULL;
     }
@@ -1661,7 +1653,7 @@ int webhook_spool_flush(const char *dir, const struct webhook_opts *o, const cha
         if (!doc) {
             (*left)++;
             if (!have_err++)
-                seterr(err, errlen, "%s", msg);
+                errbuf_set(err, errlen, "%s", msg);
             continue;
         }
         const char *url = override_url ? override_url : json_string_value(json_object_get(doc, "url"));
@@ -1684,11 +1676,11 @@ int webhook_spool_flush(const char *dir, const struct webhook_opts *o, const cha
                          sizeof msg) == 0) {
             (*sent)++;
             if (unlink(path) < 0 && !have_err++)
-                seterr(err, errlen, "delivered '%s' but cannot remove it: %s", path, strerror(errno));
+                errbuf_set(err, errlen, "delivered '%s' but cannot remove it: %s", path, strerror(errno));
         } else {
             (*left)++;
             if (!have_err++)
-                seterr(err, errlen, "spooled '%s': %s", names[i], msg);
+                errbuf_set(err, errlen, "spooled '%s': %s", names[i], msg);
             if (!r.permanent && down && (down[ndown] = strdup(url)))
                 ndown++;
         }
@@ -1701,6 +1693,6 @@ int webhook_spool_flush(const char *dir, const struct webhook_opts *o, const cha
         free(names[i]);
     free(names);
     if (*left && !have_err)
-        seterr(err, errlen, "%d spooled payload%s not sent", *left, *left == 1 ? "" : "s");
+        errbuf_set(err, errlen, "%d spooled payload%s not sent", *left, *left == 1 ? "" : "s");
     return *left || have_err ? -1 : 0;
 }

@@ -4,6 +4,7 @@
  */
 #include "inject.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
@@ -91,13 +92,16 @@ const char *inject_find_config(const struct preset *p, char *const *cmd)
     return NULL;
 }
 
-void inject_knob_text(const struct preset_knob *k, enum knob_id id,
-                      const struct inject_candidate *c, long max_steps, char *buf, size_t len)
+void inject_knob_text(const struct inject_ctx *ctx, const struct preset_knob *k, enum knob_id id,
+                      const struct inject_candidate *c, char *buf, size_t len)
 {
     switch (id) {
     case KNOB_MICRO_BATCH: snprintf(buf, len, "%ld", c->micro_batch); break;
     case KNOB_GRAD_ACCUM: snprintf(buf, len, "%ld", c->grad_accum); break;
-    case KNOB_MAX_STEPS: snprintf(buf, len, "%ld", max_steps); break;
+    case KNOB_MAX_STEPS:
+        snprintf(buf, len, "%ld", ctx->step_limit > 0 ? ctx->step_limit : ctx->max_steps);
+        break;
+    case KNOB_OUTPUT_DIR: snprintf(buf, len, "%s", ctx->output_dir ? ctx->output_dir : ""); break;
     case KNOB_CHECKPOINTING:
     case KNOB_COUNT: {
         /* In a file the editor keeps the file's own spelling; on the
@@ -114,23 +118,29 @@ void inject_knob_text(const struct preset_knob *k, enum knob_id id,
 /* Is knob id passed for this trial? */
 static int inject_wanted(const struct inject_ctx *ctx, int id)
 {
+    if (id == KNOB_OUTPUT_DIR)
+        return ctx->output_dir != NULL;
     return id != KNOB_CHECKPOINTING || ctx->set_checkpointing;
 }
+
+/* A knob's value is at most a path. */
+#define INJECT_VAL_MAX (PATH_MAX + 64)
 
 int inject_apply_file(const struct inject_ctx *ctx, enum knob_via which, int writeback,
                       struct cfile *f, const struct inject_candidate *c, char *err, size_t errlen)
 {
     const struct preset *p = ctx->preset;
-    char val[64], e[400];
+    char val[INJECT_VAL_MAX], e[400];
     for (int id = 0; id < KNOB_COUNT; id++) {
         const struct preset_knob *k = &p->knobs[id];
         int here = k->via == which || (writeback && k->via == VIA_OVERRIDE);
-        if (!here || !inject_wanted(ctx, id) || (writeback && id == KNOB_MAX_STEPS))
+        int trial_only = id == KNOB_MAX_STEPS || id == KNOB_OUTPUT_DIR;
+        if (!here || !inject_wanted(ctx, id) || (writeback && trial_only))
             continue;
         /* Files get the file's own boolean spelling (the editor keeps it). */
         struct preset_knob plain = *k;
         plain.via = which;
-        inject_knob_text(&plain, id, c, ctx->max_steps, val, sizeof val);
+        inject_knob_text(ctx, &plain, id, c, val, sizeof val);
         if (cfile_set(f, k->where, val, e, sizeof e) != CEDIT_OK) {
             snprintf(err, errlen, "cannot set %s (%s): %s", preset_knob_name(id), k->where, e);
             return -1;
@@ -138,6 +148,14 @@ int inject_apply_file(const struct inject_ctx *ctx, enum knob_via which, int wri
     }
     if (which != VIA_CONFIG)
         return 0;
+    for (size_t i = 0; !writeback && i < p->nfixed; i++) {
+        const struct preset_fixed *fx = &p->fixed[i];
+        if (fx->way.via == VIA_CONFIG &&
+            cfile_set(f, fx->way.where, fx->value, e, sizeof e) != CEDIT_OK) {
+            snprintf(err, errlen, "cannot set %s (trial_set): %s", fx->way.where, e);
+            return -1;
+        }
+    }
     for (size_t i = 0; i < p->nderived; i++) {
         const struct preset_derived *d = &p->derived[i];
         char *cur = NULL;
@@ -201,8 +219,11 @@ static int inject_copy(const struct inject_ctx *ctx, enum knob_via which, const 
     snprintf(b, sizeof b, "%s", path);
     const char *base = basename(b), *dot = strrchr(base, '.');
     int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
-    if (asprintf(tmp, "%s/%.*s.autobatch-trial-%ld-%ld%s", dirname(d), stem, base,
-                 (long)getpid(), ctx->trial_id, dot && dot != base ? dot : "") < 0) {
+    int fixed = which == VIA_CONFIG && ctx->preset->config_fixed && ctx->workdir;
+    int n = fixed ? asprintf(tmp, "%s/%s", ctx->workdir, ctx->preset->config_fixed)
+                  : asprintf(tmp, "%s/%.*s.autobatch-trial-%ld-%ld%s", dirname(d), stem, base,
+                             (long)getpid(), ctx->trial_id, dot && dot != base ? dot : "");
+    if (n < 0) {
         *tmp = NULL;
         cfile_release(&f);
         snprintf(err, errlen, "out of memory");
@@ -215,6 +236,8 @@ static int inject_copy(const struct inject_ctx *ctx, enum knob_via which, const 
         *tmp = NULL;
         return -1;
     }
+    if (fixed)
+        return 0; /* the script opens it by its fixed name in the trial's directory */
     int named = 0;
     for (size_t i = 1; i < t->argv.n; i++) {
         const char *a = t->argv.v[i];
@@ -231,6 +254,44 @@ static int inject_copy(const struct inject_ctx *ctx, enum knob_via which, const 
         return -1;
     }
     return 0;
+}
+
+/* Put dir first on the environment's PYTHONPATH. */
+static int inject_pythonpath(struct strvec *env, const char *dir)
+{
+    for (size_t i = 0; i < env->n; i++)
+        if (!strncmp(env->v[i], "PYTHONPATH=", 11))
+            return env->v[i][11] ? strvec_replacef(env, i, "PYTHONPATH=%s:%s", dir, env->v[i] + 11)
+                                 : strvec_replacef(env, i, "PYTHONPATH=%s", dir);
+    return strvec_pushf(env, "PYTHONPATH=%s", dir);
+}
+
+int inject_mirror_cwd(const char *dir, const char *except)
+{
+    char cwd[PATH_MAX];
+    if (!getcwd(cwd, sizeof cwd))
+        return -1;
+    DIR *d = opendir(".");
+    if (!d)
+        return -1;
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, except))
+            continue;
+        char *from = NULL, *to = NULL;
+        if (asprintf(&from, "%s/%s", cwd, e->d_name) < 0)
+            from = NULL;
+        if (asprintf(&to, "%s/%s", dir, e->d_name) < 0)
+            to = NULL;
+        rc = !from || !to || symlink(from, to) ? -1 : 0;
+        free(from);
+        free(to);
+    }
+    int e2 = errno;
+    closedir(d);
+    errno = e2;
+    return rc;
 }
 
 int inject_build(const struct inject_ctx *ctx, char *const *cmd, char *const *envp,
@@ -255,14 +316,32 @@ int inject_build(const struct inject_ctx *ctx, char *const *cmd, char *const *en
         goto fail;
     if (ctx->report_path && strvec_pushf(&t->env, "AUTOBATCH_REPORT=%s", ctx->report_path))
         goto fail;
+    if (ctx->probe_path && strvec_pushf(&t->env, "AUTOBATCH_PROBE=%s", ctx->probe_path))
+        goto fail;
+    if (ctx->probe_dir && inject_pythonpath(&t->env, ctx->probe_dir))
+        goto fail;
+    if (ctx->workdir && p->config_fixed) {
+        if (inject_mirror_cwd(ctx->workdir, p->config_fixed)) {
+            snprintf(err, errlen, "cannot prepare the trial's working directory '%s': %s",
+                     ctx->workdir, strerror(errno));
+            goto fail;
+        }
+        t->cwd = ctx->workdir;
+    }
 
     int files = 0;
-    for (int id = 0; id < KNOB_COUNT; id++) {
-        const struct preset_knob *k = &p->knobs[id];
-        if (k->via == VIA_NONE || !inject_wanted(ctx, id))
-            continue;
-        char val[64];
-        inject_knob_text(k, id, c, ctx->max_steps, val, sizeof val);
+    char val[INJECT_VAL_MAX];
+    for (int id = 0; id < KNOB_COUNT + (int)p->nfixed; id++) {
+        const struct preset_knob *k;
+        if (id < KNOB_COUNT) {
+            k = &p->knobs[id];
+            if (k->via == VIA_NONE || !inject_wanted(ctx, id))
+                continue;
+            inject_knob_text(ctx, k, id, c, val, sizeof val);
+        } else {
+            k = &p->fixed[id - KNOB_COUNT].way;
+            snprintf(val, sizeof val, "%s", p->fixed[id - KNOB_COUNT].value);
+        }
         switch (k->via) {
         case VIA_FLAG:
             if (inject_set_flag(&t->argv, k->where, val))
@@ -324,4 +403,5 @@ void inject_trial_release(struct inject_trial *t)
     strvec_release(&t->argv);
     strvec_release(&t->env);
     t->tmp_config = t->tmp_accel = NULL;
+    t->cwd = NULL;
 }

@@ -18,6 +18,13 @@
  *     argument naming the original (`PATH`, `--flag=PATH`) is pointed at
  *     the copy.  The original is never written;
  *   - env: the variable is set.
+ * The max_steps knob gets ctx->step_limit, a limit the trial never
+ * reaches; output_dir gets the trial's scratch directory; the preset's
+ * trial_set settings are passed the same ways.  With a preset's
+ * config_fixed the patched copy is written into ctx->workdir under that
+ * name, beside links to everything else of the working directory, and
+ * the trial runs there (t->cwd).  When ctx->probe_dir is set it goes
+ * first on PYTHONPATH and AUTOBATCH_PROBE names ctx->probe_path.
  * The checkpointing knob is passed only when checkpointing is searched;
  * derived config keys (DeepSpeed's train_batch_size) are kept equal to
  * their product unless they hold their `keep` value.
@@ -44,7 +51,13 @@ struct inject_candidate {
 struct inject_ctx {
     const struct preset *preset;
     int set_checkpointing;   /**< checkpointing is searched: pass it on */
-    long max_steps;          /**< warm-up + measured steps */
+    long max_steps;          /**< warm-up + measured steps (AUTOBATCH_MAX_STEPS) */
+    long step_limit;         /**< the max_steps knob: far above what a trial runs */
+    const char *output_dir;  /**< the trial's scratch directory (output_dir knob), or NULL */
+    const char *workdir;     /**< per-trial working directory for a preset's
+                                  config_fixed (made by inject_build), or NULL */
+    const char *probe_dir;   /**< put first on PYTHONPATH (the in-process probe), or NULL */
+    const char *probe_path;  /**< AUTOBATCH_PROBE, the probe's report file, or NULL */
     long trial_id;
     long world_size;
     const char *report_path; /**< AUTOBATCH_REPORT */
@@ -58,8 +71,9 @@ struct inject_trial {
     struct strvec argv, env;
     char *tmp_config;        /**< temporary copy of --config, or NULL */
     char *tmp_accel;         /**< temporary copy of the accelerate config, or NULL */
+    const char *cwd;         /**< run the command here (ctx->workdir), or NULL */
 };
-#define INJECT_TRIAL_INIT { STRVEC_INIT, STRVEC_INIT, NULL, NULL }
+#define INJECT_TRIAL_INIT { STRVEC_INIT, STRVEC_INIT, NULL, NULL, NULL }
 
 /**
  * Build a trial.  Returns 0, or -1 with a one-line reason in err (a key
@@ -102,8 +116,16 @@ const char *inject_flag_value(char *const *cmd, const char *flag);
  */
 const char *inject_find_config(const struct preset *p, char *const *cmd);
 
-/** The text form of a knob's value for the candidate, per the knob's spelling. */
-void inject_knob_text(const struct preset_knob *k, enum knob_id id,
-                      const struct inject_candidate *c, long max_steps, char *buf, size_t len);
+/** The text form of a knob's value for the candidate, per the knob's
+ *  spelling; max_steps is ctx->step_limit, output_dir ctx->output_dir. */
+void inject_knob_text(const struct inject_ctx *ctx, const struct preset_knob *k, enum knob_id id,
+                      const struct inject_candidate *c, char *buf, size_t len);
+
+/**
+ * Fill dir (made empty by the caller) with a symbolic link to every entry
+ * of the current working directory except `except`, so that a script that
+ * opens a fixed path finds everything it expects there.  0 or -1 (errno).
+ */
+int inject_mirror_cwd(const char *dir, const char *except);
 
 #endif

@@ -414,7 +414,14 @@ static enum cedit_status jlex(struct jdoc *d)
             d->strict = 0;
             break;
         default:
-            if (c == '-' || jdigit(c)) {
+            if (c == '-' && len - i >= 9 && !memcmp(s + i + 1, "Infinity", 8) &&
+                (len - i == 9 || !(jalpha((unsigned char)s[i + 9]) ||
+                                   jdigit((unsigned char)s[i + 9])))) {
+                /* Python's json writes -Infinity (Coqui's saved configs) */
+                i += 9;
+                t = JT_NUMBER;
+                d->strict = 0;
+            } else if (c == '-' || jdigit(c)) {
                 size_t n = jnumber_len(s + i, len - i);
                 if (!n)
                     return jsyntax(d, start, "invalid number");
@@ -434,7 +441,14 @@ static enum cedit_status jlex(struct jdoc *d)
                     t = JT_FALSE;
                 else if (n == 4 && !memcmp(s + start, "null", 4))
                     t = JT_NULL;
-                else
+                else if ((n == 8 && !memcmp(s + start, "Infinity", 8)) ||
+                         (n == 3 && !memcmp(s + start, "NaN", 3))) {
+                    /* Python's json writes these for float('inf') and
+                     * float('nan'); they are numbers to Python's reader,
+                     * and jansson cannot check such a file. */
+                    t = JT_NUMBER;
+                    d->strict = 0;
+                } else
                     return jsyntax(d, start, "unexpected '%.*s'", n > 24 ? 24 : (int)n,
                                    s + start);
             } else if (c >= 0x20 && c < 0x7f) {

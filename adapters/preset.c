@@ -28,7 +28,7 @@ static const char *const preset_order[] = {
 };
 
 static const char *const knob_names[KNOB_COUNT] = {
-    "micro_batch", "grad_accum", "checkpointing", "max_steps",
+    "micro_batch", "grad_accum", "checkpointing", "max_steps", "output_dir",
 };
 
 const char *preset_knob_name(enum knob_id id)
@@ -173,6 +173,76 @@ static int preset_batch_parse(struct preset *p, const char *s)
     return 0;
 }
 
+
+static int preset_add_fixed(struct preset *p, const char *spec, const char *origin, char *err,
+                            size_t errlen);
+
+/* `progress:`, `trial_set:` and `config_fixed:` (see preset.h). */
+static int preset_extras_parse(struct preset *p, yaml_document_t *d, yaml_node_t *root,
+                               const char *origin, char *err, size_t errlen)
+{
+    yaml_node_t *pg = node_get(d, root, "progress");
+    if (pg && pg->type != YAML_MAPPING_NODE)
+        return preset_fail(err, errlen, "%s: progress must be a mapping", origin);
+    if (pg) {
+        struct { const char *field; char **dst; } f[] = {
+            { "bar", &p->progress.bar }, { "unit", &p->progress.unit },
+            { "postfix", &p->progress.postfix }, { "line", &p->progress.line },
+        };
+        for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+            if (preset_dup(f[i].dst, node_str(node_get(d, pg, f[i].field))))
+                return preset_fail(err, errlen, "out of memory");
+        const char *step = node_str(node_get(d, pg, "step"));
+        if (step && strcmp(step, "update") && strcmp(step, "micro_batch"))
+            return preset_fail(err, errlen, "%s: progress.step is 'update' (an optimizer step) "
+                                            "or 'micro_batch'", origin);
+        p->progress.step = step && !strcmp(step, "micro_batch") ? STEP_IS_MICRO_BATCH
+                                                                 : STEP_IS_UPDATE;
+    }
+    if (preset_dup(&p->config_fixed, node_str(node_get(d, root, "config_fixed"))))
+        return preset_fail(err, errlen, "out of memory");
+    if (p->config_fixed && (strchr(p->config_fixed, '/') || !*p->config_fixed))
+        return preset_fail(err, errlen, "%s: config_fixed is a file name in the working "
+                                        "directory, not a path", origin);
+    if (preset_dup(&p->unit_from, node_str(node_get(d, root, "unit_from"))))
+        return preset_fail(err, errlen, "out of memory");
+    yaml_node_t *rf = node_get(d, root, "refuse");
+    if (rf && rf->type != YAML_SEQUENCE_NODE)
+        return preset_fail(err, errlen, "%s: refuse must be a list", origin);
+    for (yaml_node_item_t *it = rf ? rf->data.sequence.items.start : NULL;
+         rf && it < rf->data.sequence.items.top; it++) {
+        yaml_node_t *n = yaml_document_get_node(d, *it);
+        const char *kn = node_str(node_get(d, n, "knob")), *key = node_str(node_get(d, n, "key"));
+        const char *val = node_str(node_get(d, n, "value")), *why = node_str(node_get(d, n, "why"));
+        int id = -1;
+        for (int i = 0; kn && i < KNOB_COUNT; i++)
+            if (!strcmp(kn, knob_names[i]))
+                id = i;
+        if (id < 0 || !key || !val || !why)
+            return preset_fail(err, errlen, "%s: each refuse entry needs knob, key, value and why",
+                               origin);
+        struct preset_refusal *nr = realloc(p->refuse, (p->nrefuse + 1) * sizeof *nr);
+        if (!nr)
+            return preset_fail(err, errlen, "out of memory");
+        p->refuse = nr;
+        struct preset_refusal r = { id, strdup(key), strdup(val), strdup(why) };
+        p->refuse[p->nrefuse++] = r;
+        if (!r.key || !r.value || !r.why)
+            return preset_fail(err, errlen, "out of memory");
+    }
+    char **sets = NULL;
+    size_t nsets = 0;
+    if (node_strings(d, node_get(d, root, "trial_set"), &sets, &nsets)) {
+        strings_free(sets, nsets);
+        return preset_fail(err, errlen, "%s: trial_set is a list of \"WHERE=VALUE\"", origin);
+    }
+    int rc = 0;
+    for (size_t i = 0; i < nsets && !rc; i++)
+        rc = preset_add_fixed(p, sets[i], origin, err, errlen);
+    strings_free(sets, nsets);
+    return rc;
+}
+
 int preset_parse(struct preset *p, const char *text, size_t len, const char *origin,
                  char *err, size_t errlen)
 {
@@ -226,7 +296,7 @@ int preset_parse(struct preset *p, const char *text, size_t len, const char *ori
                 id = i;
         if (id < 0) {
             preset_fail(err, errlen, "%s: unknown knob '%s'; knobs are micro_batch, grad_accum, "
-                                     "checkpointing, max_steps", origin, kn ? kn : "?");
+                                     "checkpointing, max_steps, output_dir", origin, kn ? kn : "?");
             goto out;
         }
         if (preset_knob_parse(&doc, yaml_document_get_node(&doc, pr->value), &p->knobs[id],
@@ -273,6 +343,8 @@ int preset_parse(struct preset *p, const char *text, size_t len, const char *ori
         }
         p->derived[p->nderived++] = dv;
     }
+    if (preset_extras_parse(p, &doc, root, origin, err, errlen))
+        goto out;
     rc = 0;
     goto out;
 oom:
@@ -325,19 +397,15 @@ int preset_load(struct preset *p, const char *name_or_path, char *err, size_t er
     return rc;
 }
 
-int preset_set_knob(struct preset *p, const char *spec, int have_config, char *err,
-                    size_t errlen)
+/*
+ * WHERE as in --knob: `--flag`, `env:VAR`, `key:PATH`, `override:PATH`,
+ * `accelerate:PATH`, or a bare key path, which keeps the way `keep` has
+ * when that takes a key path, else means a key in --config when
+ * have_config, else a Hydra override.  Fills *k (via and where).
+ */
+static int preset_parse_where(const char *w, const struct preset_knob *keep, int have_config,
+                              struct preset_knob *k)
 {
-    const char *eq = strchr(spec, '=');
-    int id = -1;
-    for (int i = 0; eq && i < KNOB_COUNT; i++)
-        if (strlen(knob_names[i]) == (size_t)(eq - spec) && !strncmp(spec, knob_names[i], (size_t)(eq - spec)))
-            id = i;
-    if (id < 0 || !eq[1])
-        return preset_fail(err, errlen, "--knob '%s': expected NAME=WHERE with NAME one of "
-                                        "micro_batch, grad_accum, checkpointing, max_steps", spec);
-    struct preset_knob *k = &p->knobs[id];
-    const char *w = eq + 1;
     static const struct { const char *prefix; enum knob_via via; } prefixes[] = {
         { "env:", VIA_ENV }, { "key:", VIA_CONFIG }, { "override:", VIA_OVERRIDE },
         { "accelerate:", VIA_ACCELERATE },
@@ -353,17 +421,60 @@ int preset_set_knob(struct preset *p, const char *spec, int have_config, char *e
     if (via == VIA_NONE && w[0] == '-')
         via = VIA_FLAG;
     if (via == VIA_NONE) {
-        /* A bare key path: keep a key-path way the knob already has. */
-        if (k->via == VIA_OVERRIDE || k->via == VIA_CONFIG || k->via == VIA_ACCELERATE)
-            via = k->via;
+        if (keep && (keep->via == VIA_OVERRIDE || keep->via == VIA_CONFIG ||
+                     keep->via == VIA_ACCELERATE))
+            via = keep->via;
         else
             via = have_config ? VIA_CONFIG : VIA_OVERRIDE;
     }
     if (!*w)
-        return preset_fail(err, errlen, "--knob '%s': WHERE is empty", spec);
+        return -1;
     k->via = via;
-    if (preset_dup(&k->where, w))
+    return preset_dup(&k->where, w);
+}
+
+int preset_set_knob(struct preset *p, const char *spec, int have_config, char *err,
+                    size_t errlen)
+{
+    const char *eq = strchr(spec, '=');
+    int id = -1;
+    for (int i = 0; eq && i < KNOB_COUNT; i++)
+        if (strlen(knob_names[i]) == (size_t)(eq - spec) && !strncmp(spec, knob_names[i], (size_t)(eq - spec)))
+            id = i;
+    if (id < 0 || !eq[1])
+        return preset_fail(err, errlen, "--knob '%s': expected NAME=WHERE with NAME one of "
+                                        "micro_batch, grad_accum, checkpointing, max_steps, output_dir", spec);
+    struct preset_knob *k = &p->knobs[id];
+    struct preset_knob keep = *k;
+    keep.where = NULL;
+    if (preset_parse_where(eq + 1, &keep, have_config, k))
+        return preset_fail(err, errlen, "--knob '%s': WHERE is empty", spec);
+    return 0;
+}
+
+static int preset_add_fixed(struct preset *p, const char *spec, const char *origin, char *err,
+                            size_t errlen)
+{
+    const char *eq = strrchr(spec, '=');
+    struct preset_fixed fx = { { 0 }, NULL };
+    char *where = eq ? strndup(spec, (size_t)(eq - spec)) : NULL;
+    int bad = !eq || !where || preset_parse_where(where, NULL, 0, &fx.way) ||
+              fx.way.via == VIA_ACCELERATE;
+    free(where);
+    if (bad) {
+        free(fx.way.where);
+        return preset_fail(err, errlen, "%s: trial_set '%s': expected WHERE=VALUE with WHERE "
+                                        "--flag, override:KEY, key:KEY or env:VAR", origin, spec);
+    }
+    struct preset_fixed *nf = realloc(p->fixed, (p->nfixed + 1) * sizeof *nf);
+    if (!nf || !(fx.value = strdup(eq + 1))) {
+        free(fx.way.where);
+        if (nf)
+            p->fixed = nf;
         return preset_fail(err, errlen, "out of memory");
+    }
+    p->fixed = nf;
+    p->fixed[p->nfixed++] = fx;
     return 0;
 }
 
@@ -371,6 +482,9 @@ int preset_uses_config(const struct preset *p)
 {
     for (int i = 0; i < KNOB_COUNT; i++)
         if (p->knobs[i].via == VIA_CONFIG)
+            return 1;
+    for (size_t i = 0; i < p->nfixed; i++)
+        if (p->fixed[i].way.via == VIA_CONFIG)
             return 1;
     return p->nderived > 0;
 }
@@ -401,6 +515,23 @@ void preset_release(struct preset *p)
         free(p->derived[i].keep);
     }
     free(p->derived);
+    for (size_t i = 0; i < p->nfixed; i++) {
+        free(p->fixed[i].way.where);
+        free(p->fixed[i].value);
+    }
+    free(p->fixed);
+    free(p->progress.bar);
+    free(p->progress.unit);
+    free(p->progress.postfix);
+    free(p->progress.line);
+    free(p->config_fixed);
+    free(p->unit_from);
+    for (size_t i = 0; i < p->nrefuse; i++) {
+        free(p->refuse[i].key);
+        free(p->refuse[i].value);
+        free(p->refuse[i].why);
+    }
+    free(p->refuse);
     struct preset zero = PRESET_INIT;
     *p = zero;
 }

@@ -23,7 +23,12 @@
  * unit), `config_args` (where the command names its config: `--flag`s and
  * `positional:.ext`), and `derived` keys (`{key, product: [...], keep:
  * auto}`: a config value kept equal to the product of knobs and
- * world_size, left alone while it holds the `keep` value).
+ * world_size, left alone while it holds the `keep` value), `trial_set`
+ * (fixed settings for every trial, `WHERE=VALUE` with WHERE as in --knob),
+ * `progress` (the training bar or line, and whether a step is an update
+ * or a micro-batch) and `config_fixed` (a config read from a fixed path).
+ * Knobs `max_steps` and `output_dir` are not searched: they give trials
+ * a step limit they never reach and a scratch output directory.
  *
  * Life cycle: struct preset p = PRESET_INIT; preset_load(&p, name_or_path,
  * ...) ; preset_set_knob(...) for --knob; use; preset_release(&p).
@@ -33,7 +38,17 @@
 
 #include <stddef.h>
 
-enum knob_id { KNOB_MICRO_BATCH, KNOB_GRAD_ACCUM, KNOB_CHECKPOINTING, KNOB_MAX_STEPS, KNOB_COUNT };
+/*
+ * The knobs.  KNOB_MAX_STEPS and KNOB_OUTPUT_DIR are not searched: every
+ * trial gets a step limit far above what it can run (so the trainer never
+ * reaches its own end, with its save and evaluation) and a scratch output
+ * directory of its own (so no trial resumes from another, and the user's
+ * output directory is never written).
+ */
+enum knob_id {
+    KNOB_MICRO_BATCH, KNOB_GRAD_ACCUM, KNOB_CHECKPOINTING, KNOB_MAX_STEPS, KNOB_OUTPUT_DIR,
+    KNOB_COUNT
+};
 
 enum knob_via {
     VIA_NONE = 0,   /**< not passed (the AUTOBATCH_* variables still are) */
@@ -59,6 +74,26 @@ struct preset_derived {
 };
 #define PRESET_WORLD_SIZE (1 << KNOB_COUNT)
 
+/** A fixed setting every trial gets (`trial_set: ["override:k=v", ...]`),
+ *  e.g. F5-TTS's ckpts.log_samples=False; never written back. */
+struct preset_fixed {
+    struct preset_knob way; /**< where it goes (flag, override, key, env) */
+    char *value;
+};
+
+/** What one step is, for samples/s. */
+enum preset_step { STEP_IS_UPDATE = 0, STEP_IS_MICRO_BATCH };
+
+/** How the training progress shows in the output (`progress:`), for
+ *  trainers the in-process probe cannot see; all optional. */
+struct preset_progress {
+    char *bar;      /**< substring of the training bar's description */
+    char *unit;     /**< the training bar's unit ("update") */
+    char *postfix;  /**< postfix key holding the global step ("update") */
+    char *line;     /**< POSIX ERE whose first group is the global step */
+    enum preset_step step; /**< what one printed step is */
+};
+
 struct preset {
     char *name, *summary;
     char **detect_command; size_t ndetect_command;
@@ -67,6 +102,23 @@ struct preset {
     long batch_min, batch_max, batch_step; /**< 0: no default */
     struct preset_knob knobs[KNOB_COUNT];
     struct preset_derived *derived; size_t nderived;
+    struct preset_fixed *fixed; size_t nfixed;
+    struct preset_progress progress;
+    /** The script opens this config in its working directory, whatever
+     *  its command line says (Orpheus's config.yaml): trials run in a
+     *  per-trial mirror of the working directory that holds the patched
+     *  copy under this name.  NULL: the command names its config. */
+    char *config_fixed;
+    /** The batch's unit is this setting's value, made plural (F5-TTS's
+     *  datasets.batch_size_type: frame -> frames, sample -> samples); read
+     *  from a Hydra override on the command line or from --config.  NULL:
+     *  the micro_batch knob's unit. */
+    char *unit_from;
+    /** Knobs that cannot be searched while a setting has a value
+     *  (`refuse: [{knob, key, value, why}]`): E2TTS's UNetT has no
+     *  checkpoint_activations. */
+    struct preset_refusal { int knob; char *key, *value, *why; } *refuse;
+    size_t nrefuse;
 };
 #define PRESET_INIT { 0 }
 

@@ -37,6 +37,7 @@ struct plan {
     int world_size_given;
     double headroom;          /**< --headroom PCT as a fraction */
     int no_cache;             /**< --no-cache */
+    int no_probe;             /**< --no-probe */
     uint64_t trial_mem_limit; /**< --trial-memory-limit in bytes; 0: none */
     const char *markdown_path, *junit_path, *html_path; /**< report files, or NULL */
     const char *baseline_path;   /**< --baseline, or NULL */

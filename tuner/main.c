@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "preset.h"
 #include "udiff.h"
 #include "inject.h"
+#include "inproc.h"
 #include "oom.h"
 #include "proctree.h"
 #include "gpu.h"
@@ -33,6 +35,7 @@
 #include "space.h"
 #include "strvec.h"
 #include "subcmd.h"
+#include "trainlog.h"
 #include "trial.h"
 
 extern char **environ;
@@ -232,6 +235,7 @@ struct ab_setup {
     int have_accel;
     long grad_accum;           /* the command's own accumulation, else 1 */
     const char *unit;          /* the batch knob's unit */
+    char unit_buf[32];         /* the unit, when the preset reads it from a setting */
 };
 
 static int ab_has_key(const struct cfile *f, const char *key)
@@ -259,6 +263,8 @@ static int ab_detect(const struct plan *plan, char *picked, size_t len)
             for (size_t a = 0; plan->command[a] && !hit; a++)
                 hit = strstr(plan->command[a], p.detect_command[i]) != NULL;
         const char *cpath = plan->config_path ? plan->config_path : inject_find_config(&p, plan->command);
+        if (!cpath && p.config_fixed && !access(p.config_fixed, R_OK))
+            cpath = p.config_fixed; /* read from the working directory (Orpheus) */
         struct cfile f = CFILE_INIT;
         if (!hit && p.ndetect_keys && cpath && !cfile_load(&f, cpath, err, sizeof err)) {
             hit = 1;
@@ -284,32 +290,92 @@ static int ab_detect(const struct plan *plan, char *picked, size_t len)
     return 0;
 }
 
+/* A Hydra override's value in the command (`key=`, `+key=`, `++key=`; the
+ * last wins), else the config file's value at key; malloc'd, or NULL. */
+static char *ab_setting(const struct ab_setup *s, char *const *cmd, const char *key)
+{
+    size_t kl = strlen(key);
+    const char *v = NULL;
+    for (size_t i = 1; cmd[i]; i++) {
+        const char *a = cmd[i] + strspn(cmd[i], "+");
+        if (!strncmp(a, key, kl) && a[kl] == '=')
+            v = a + kl + 1;
+    }
+    if (v)
+        return strdup(v);
+    char *owned = NULL, e[256];
+    if (s->have_config && cfile_get(&s->config, key, &owned, e, sizeof e) == CEDIT_OK)
+        return owned;
+    free(owned);
+    return NULL;
+}
+
 /* The value the command or config already gives a knob, as a number. */
 static long ab_current(const struct ab_setup *s, char *const *cmd, enum knob_id id, long dflt)
 {
     const struct preset_knob *k = &s->preset.knobs[id];
     const char *v = NULL;
     char *owned = NULL, e[256];
-    if (k->via == VIA_FLAG) {
+    if (k->via == VIA_FLAG)
         v = inject_flag_value(cmd, k->where);
-    } else if (k->via == VIA_OVERRIDE) {
-        size_t kl = strlen(k->where);
-        for (size_t i = 1; cmd[i]; i++) {
-            const char *a = cmd[i] + strspn(cmd[i], "+");
-            if (!strncmp(a, k->where, kl) && a[kl] == '=')
-                v = a + kl + 1;
-        }
-        if (!v && s->have_config && cfile_get(&s->config, k->where, &owned, e, sizeof e) == CEDIT_OK)
-            v = owned;
-    } else if (k->via == VIA_CONFIG && s->have_config &&
-               cfile_get(&s->config, k->where, &owned, e, sizeof e) == CEDIT_OK) {
+    else if (k->via == VIA_OVERRIDE)
+        v = owned = ab_setting(s, cmd, k->where);
+    else if (k->via == VIA_CONFIG && s->have_config &&
+             cfile_get(&s->config, k->where, &owned, e, sizeof e) == CEDIT_OK)
         v = owned;
-    }
     char *end;
     long n = v ? strtol(v, &end, 10) : 0;
     long r = v && *v && !*end && n >= 1 ? n : dflt;
     free(owned);
     return r;
+}
+
+/* The preset's progress rules, in trainlog's terms. */
+static struct trainlog_rules ab_log_rules(const struct preset *p)
+{
+    struct trainlog_rules r = {
+        .bar = p->progress.bar, .unit = p->progress.unit, .postfix = p->progress.postfix,
+        .line = p->progress.line,
+    };
+    return r;
+}
+
+/*
+ * Never tune a knob that cannot reach the trainer: a searched knob the
+ * preset has no place for is bad input, and the preset's progress rules
+ * must compile.
+ */
+static int ab_check_knobs(const struct plan *plan, const struct ab_setup *s)
+{
+    const struct preset *p = &s->preset;
+    if (p->knobs[KNOB_MICRO_BATCH].via == VIA_NONE) {
+        cli_error("preset '%s' has no micro_batch knob; say where the batch size lives with "
+                  "--knob micro_batch=WHERE", p->name);
+        return -1;
+    }
+    int accum_searched = plan->ngrad_accum > 1 ||
+                         (plan->ngrad_accum == 1 && plan->grad_accum[0] != s->grad_accum);
+    if (accum_searched && p->knobs[KNOB_GRAD_ACCUM].via == VIA_NONE) {
+        cli_error("--grad-accum: preset '%s' has no gradient-accumulation knob, so the trainer "
+                  "would never see it; drop --grad-accum or say where it lives with "
+                  "--knob grad_accum=WHERE", p->name);
+        return -1;
+    }
+    if (plan->checkpointing_searched && p->knobs[KNOB_CHECKPOINTING].via == VIA_NONE) {
+        cli_error("--checkpointing: preset '%s' has no activation-checkpointing knob, so the "
+                  "trainer would never see it; drop --checkpointing or say where it lives with "
+                  "--knob checkpointing=WHERE", p->name);
+        return -1;
+    }
+    struct trainlog_rules rules = ab_log_rules(p);
+    struct trainlog tl;
+    char err[256];
+    if (trainlog_init(&tl, &rules, err, sizeof err)) {
+        cli_error("preset '%s': progress: %s", p->name, err);
+        return -1;
+    }
+    trainlog_release(&tl);
+    return 0;
 }
 
 static int ab_setup(struct plan *plan, struct ab_setup *s, struct progress *pg)
@@ -329,6 +395,15 @@ static int ab_setup(struct plan *plan, struct ab_setup *s, struct progress *pg)
                       s->preset.summary ? s->preset.summary : "");
     s->config_path = plan->config_path ? plan->config_path
                                        : inject_find_config(&s->preset, plan->command);
+    if (!s->config_path && s->preset.config_fixed) {
+        if (access(s->preset.config_fixed, R_OK)) {
+            cli_error("preset '%s': the script reads '%s' from its working directory, and there "
+                      "is none here (%s); run autobatch where the script runs", s->preset.name,
+                      s->preset.config_fixed, strerror(errno));
+            return -1;
+        }
+        s->config_path = s->preset.config_fixed;
+    }
     for (int i = 0; i < plan->nknob_specs; i++) {
         if (preset_set_knob(&s->preset, plan->knob_specs[i], s->config_path != NULL, err,
                             sizeof err)) {
@@ -370,7 +445,27 @@ static int ab_setup(struct plan *plan, struct ab_setup *s, struct progress *pg)
     s->grad_accum = ab_current(s, plan->command, KNOB_GRAD_ACCUM, 1);
     s->unit = s->preset.knobs[KNOB_MICRO_BATCH].unit ? s->preset.knobs[KNOB_MICRO_BATCH].unit
                                                       : "samples";
-    return 0;
+    char *from = s->preset.unit_from ? ab_setting(s, plan->command, s->preset.unit_from) : NULL;
+    if (from && *from && strlen(from) < sizeof s->unit_buf - 2 && !strpbrk(from, " \t/")) {
+        size_t n = strlen(from);
+        snprintf(s->unit_buf, sizeof s->unit_buf, "%s%s", from, from[n - 1] == 's' ? "" : "s");
+        s->unit = s->unit_buf;
+    }
+    free(from);
+    for (size_t i = 0; i < s->preset.nrefuse; i++) {
+        const struct preset_refusal *rf = &s->preset.refuse[i];
+        int searched = rf->knob == KNOB_CHECKPOINTING ? plan->checkpointing_searched
+                     : rf->knob == KNOB_GRAD_ACCUM ? plan->ngrad_accum > 0 : 1;
+        char *v = searched ? ab_setting(s, plan->command, rf->key) : NULL;
+        int hit = v && !strcmp(v, rf->value);
+        free(v);
+        if (hit) {
+            cli_error("preset '%s': %s is not searched where %s is %s: %s", s->preset.name,
+                      preset_knob_name(rf->knob), rf->key, rf->value, rf->why);
+            return -1;
+        }
+    }
+    return ab_check_knobs(plan, s);
 }
 
 static void ab_setup_release(struct ab_setup *s)
@@ -395,7 +490,9 @@ static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inj
         if (id == KNOB_MAX_STEPS || (id == KNOB_CHECKPOINTING && !ctx->set_checkpointing))
             continue;
         char val[64], piece[256] = "";
-        inject_knob_text(k, id, best, 0, val, sizeof val);
+        if (id == KNOB_OUTPUT_DIR)
+            continue;
+        inject_knob_text(ctx, k, id, best, val, sizeof val);
         if (k->via == VIA_FLAG)
             snprintf(piece, sizeof piece, " %s %s", k->where, val);
         else if (k->via == VIA_OVERRIDE && !s->have_config)
@@ -445,6 +542,89 @@ static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inj
         }
     }
     return rc;
+}
+
+
+/* ------------------------------------------------------- trial scratch */
+
+static int ab_rm_entry(const char *path, const struct stat *sb, int type, struct FTW *f)
+{
+    (void)sb;
+    (void)f;
+    if (type == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path); /* files, and links, which are never followed */
+    return 0;
+}
+
+/* rm -rf of a directory autobatch made; links in it are removed, never followed. */
+static void ab_remove_tree(const char *path)
+{
+    nftw(path, ab_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* An empty regular file of ours that the trial appends to, 0600. */
+static int ab_make_channel(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
+/* Is the command a Python program (so the probe should have loaded)? */
+static int ab_looks_python(char *const *cmd)
+{
+    static const char *const launchers[] = { "accelerate", "torchrun", "deepspeed", NULL };
+    const char *b = strrchr(cmd[0], '/');
+    b = b ? b + 1 : cmd[0];
+    if (!strncmp(b, "python", 6))
+        return 1;
+    for (size_t i = 0; launchers[i]; i++)
+        if (!strcmp(b, launchers[i]))
+            return 1;
+    size_t n = strlen(cmd[0]);
+    return n > 3 && !strcmp(cmd[0] + n - 3, ".py");
+}
+
+/* A trial exited 0 without a training step: say what was seen and what to do. */
+static void ab_explain_no_steps(const struct trial_result *r, long value, const struct preset *p,
+                                int probe_on)
+{
+    fprintf(stderr, "autobatch: micro_batch=%ld: the command exited 0 after %.1fs without a "
+                    "training step that autobatch could see, so it says nothing about memory\n",
+            value, r->wall_s);
+    if (r->probe_processes > 0)
+        fprintf(stderr, "autobatch: the in-process probe saw torch %s load in %d process(es) "
+                        "but no optimizer step: the trainer stopped before training, or resumed "
+                        "from a finished checkpoint and had nothing left to do%s\n",
+                r->probe_torch, r->probe_processes,
+                p->knobs[KNOB_OUTPUT_DIR].via == VIA_NONE
+                    ? " (preset has no output_dir knob, so the trainer used its own output "
+                      "directory; add one with --knob output_dir=WHERE)"
+                    : "; check its resume settings");
+    else
+        fprintf(stderr, "autobatch: no optimizer step from the in-process probe (%s), no "
+                        "$AUTOBATCH_REPORT line, and no training progress in the output%s%s\n",
+                probe_on ? "not a PyTorch program, or the probe could not load" : "--no-probe",
+                r->log_seen[0] ? ": " : "", r->log_seen);
+    fputs("autobatch: make sure the command trains for at least a few steps; a trainer that "
+          "prints no progress can append {\"step\": N} lines to $AUTOBATCH_REPORT, or a preset "
+          "can name its progress line (progress.line)\n", stderr);
+}
+
+/* The probe saw the trainer's DataLoader use another batch size. */
+static void ab_explain_mismatch(const struct trial_result *r, long value, const struct preset *p)
+{
+    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
+    static const char *const via[] = { "nothing", "flag", "Hydra override", "config key",
+                                       "accelerate config key", "environment variable" };
+    cli_error("the trainer's DataLoader uses batch_size=%ld where autobatch passed micro_batch=%ld "
+              "(preset '%s', %s '%s'): that knob does not reach the trainer; say where it reads "
+              "its batch size with --knob micro_batch=WHERE or pick another --preset",
+              r->loader_batch, value, p->name, via[k->via], k->where ? k->where : "");
 }
 
 int main(int argc, char **argv)
@@ -508,6 +688,17 @@ int main(int argc, char **argv)
         return AB_USAGE;
     }
 
+    char probe_dir[4200];
+    snprintf(probe_dir, sizeof probe_dir, "%s/probe", dir);
+    if (!plan.no_probe && inproc_install(probe_dir, err, sizeof err)) {
+        cli_error("in-process probe: %s", err);
+        ab_remove_tree(dir);
+        oom_table_release(&oom);
+        ab_setup_release(&setup);
+        return AB_USAGE;
+    }
+    struct trainlog_rules log_rules = ab_log_rules(&setup.preset);
+
     /* ---- the space */
     long accum_default[1] = { setup.grad_accum };
     struct space_opts so = {
@@ -521,14 +712,21 @@ int main(int argc, char **argv)
     struct space space;
     if (space_init(&space, &so, err, sizeof err)) {
         cli_error("%s", err);
-        rmdir(dir);
+        ab_remove_tree(dir);
         oom_table_release(&oom);
         ab_setup_release(&setup);
         return AB_USAGE;
     }
+    /* The trainer's own step limit: far above anything a trial runs
+     * (warm-up, measured steps, a noisy trial's extension), so it never
+     * reaches its end-of-run save and evaluation; autobatch ends the
+     * trial itself. */
+    long step_limit = 100 + 10 * (plan.warmup + 3 * plan.steps);
     struct inject_ctx ctx = {
         .preset = &setup.preset, .set_checkpointing = plan.checkpointing_searched,
-        .max_steps = plan.warmup + plan.steps, .world_size = plan.world_size,
+        .max_steps = plan.warmup + plan.steps, .step_limit = step_limit,
+        .world_size = plan.world_size,
+        .probe_dir = plan.no_probe ? NULL : probe_dir,
         .config_path = setup.have_config ? setup.config_path : NULL,
         .config = setup.have_config ? &setup.config : NULL,
         .accel_path = setup.accel_path, .accel = setup.have_accel ? &setup.accel : NULL,
@@ -542,11 +740,16 @@ int main(int argc, char **argv)
             c->fixed_micro > 0 ? c->fixed_micro : plan.batch_min, c->grad_accum, c->checkpointing,
         };
         ctx.trial_id = 0;
+        char wd0[4200];
+        snprintf(wd0, sizeof wd0, "%s/dry-run", dir);
+        ctx.workdir = setup.preset.config_fixed && !mkdir(wd0, 0700) ? wd0 : NULL;
         int bad = inject_build(&ctx, plan.command, environ, &c0, &t, err, sizeof err);
         inject_trial_release(&t);
+        ab_remove_tree(wd0);
+        ctx.workdir = NULL;
         if (bad) {
             cli_error("%s", err);
-            rmdir(dir);
+            ab_remove_tree(dir);
             space_release(&space);
             oom_table_release(&oom);
             ab_setup_release(&setup);
@@ -603,7 +806,8 @@ int main(int argc, char **argv)
 
     /* ---- the trials */
     double t0 = ab_now();
-    int status = AB_OK, budget_hit = 0, crashed = 0, timeouts = 0;
+    int status = AB_OK, budget_hit = 0, crashed = 0, timeouts = 0, no_steps = 0;
+    int noted_world = 0, noted_probe = 0, noted_probe_error = 0;
     long id = 0, value;
     size_t ci;
     struct trial_result *tr = malloc(sizeof *tr);
@@ -620,14 +824,34 @@ int main(int argc, char **argv)
             break;
         }
         id++;
-        char report[4200];
-        snprintf(report, sizeof report, "%s/report-%ld.jsonl", dir, id);
+        /* Everything of one trial lives in one directory that goes when
+         * the trial does: its report and probe files, its scratch output
+         * directory, its working directory. */
+        char tdir[4200], report[4300], probe[4300], outdir[4300], wd[4300];
+        snprintf(tdir, sizeof tdir, "%s/trial-%ld", dir, id);
+        snprintf(report, sizeof report, "%s/report.jsonl", tdir);
+        snprintf(probe, sizeof probe, "%s/probe.jsonl", tdir);
+        snprintf(outdir, sizeof outdir, "%s/out", tdir);
+        snprintf(wd, sizeof wd, "%s/wd", tdir);
+        int want_out = setup.preset.knobs[KNOB_OUTPUT_DIR].via != VIA_NONE;
+        if (mkdir(tdir, 0700) || (want_out && mkdir(outdir, 0700)) ||
+            (setup.preset.config_fixed && mkdir(wd, 0700)) ||
+            (!plan.no_probe && ab_make_channel(probe))) {
+            cli_error("cannot prepare trial %ld in '%s': %s", id, tdir, strerror(errno));
+            ab_remove_tree(tdir);
+            status = AB_USAGE;
+            break;
+        }
         ctx.trial_id = id;
         ctx.report_path = report;
+        ctx.probe_path = plan.no_probe ? NULL : probe;
+        ctx.output_dir = want_out ? outdir : NULL;
+        ctx.workdir = setup.preset.config_fixed ? wd : NULL;
         struct inject_candidate cand = { value, cell->grad_accum, cell->checkpointing };
         struct inject_trial t = INJECT_TRIAL_INIT;
         if (inject_build(&ctx, plan.command, environ, &cand, &t, err, sizeof err)) {
             cli_error("%s", err);
+            ab_remove_tree(tdir);
             status = AB_USAGE;
             break;
         }
@@ -642,17 +866,19 @@ int main(int argc, char **argv)
             .warmup_steps = plan.warmup, .extra_steps = 2 * plan.steps, .noise_rel = 0.10,
             .trial_timeout_s = ttl, .hang_timeout_s = plan.hang_timeout_s, .grace_s = plan.grace_s,
             .mem_limit = plan.trial_mem_limit,
-            .report_path = report, .interrupt = &ab_interrupted,
+            .report_path = report, .probe_path = ctx.probe_path,
+            .expect_batch = !strcmp(setup.unit, "samples") ? value : 0,
+            .log_rules = &log_rules, .interrupt = &ab_interrupted,
             .hooks = { &pg, progress_output, progress_step, &gpu, gpu_tick },
         };
-        struct trial_spec spec = { t.argv.v, t.env.v };
+        struct trial_spec spec = { t.argv.v, t.env.v, t.cwd };
         progress_trial_start(&pg, id, value, cell->grad_accum, cell->checkpointing,
                              to.target_steps, t.argv.v);
         gpu_trial_start(&gpu);
         int rc = trial_run(&spec, &to, tr);
         /* The trial's tree is gone: its temporary config copies go too. */
         inject_trial_release(&t);
-        unlink(report);
+        ab_remove_tree(tdir);
         if (rc) {
             cli_error("cannot start a trial: %s", strerror(errno));
             status = AB_USAGE;
@@ -665,7 +891,30 @@ int main(int argc, char **argv)
             break;
         }
         int64_t peak = gpu_trial_peak(&gpu, tr->peak_mem_bytes);
-        double samples = (double)value * (double)cell->grad_accum * (double)plan.world_size;
+        /* Samples per step: the world size the trainer really runs with
+         * when the probe saw it; a step printed per micro-batch (the
+         * preset says so) carries no accumulation. */
+        long world = tr->probe_world > 0 ? tr->probe_world : plan.world_size;
+        int per_micro = tr->steps_from == STEPS_FROM_LOG &&
+                        setup.preset.progress.step == STEP_IS_MICRO_BATCH;
+        double samples = (double)value * (double)(per_micro ? 1 : cell->grad_accum) * (double)world;
+        if (tr->probe_world > 0 && tr->probe_world != plan.world_size && !noted_world) {
+            noted_world = 1;
+            progress_note(&pg, "the trainer runs with world size %ld, not --world-size %ld: "
+                               "samples/s counts %ld ranks; pass --world-size %ld so that "
+                               "--global-batch is kept right", tr->probe_world, plan.world_size,
+                          tr->probe_world, tr->probe_world);
+        }
+        if (!plan.no_probe && !tr->probe_processes && !noted_probe && ab_looks_python(plan.command)) {
+            noted_probe = 1;
+            progress_note(&pg, "the in-process probe did not load in this Python trial (no "
+                               "torch, PYTHONPATH reset, or python -S/-I); steps come from %s",
+                          tr->steps_from == STEPS_FROM_REPORT ? "$AUTOBATCH_REPORT" : "the output");
+        }
+        if (tr->probe_error[0] && !noted_probe_error) {
+            noted_probe_error = 1;
+            progress_note(&pg, "the in-process probe could not see everything: %s", tr->probe_error);
+        }
         double sps = tr->step_time_s > 0 ? samples / tr->step_time_s : -1;
         progress_trial_end(&pg, tr, tr->outcome == TRIAL_FIT ? sps : -1);
         if (tr->outcome == TRIAL_TIMEOUT && budget_caps) {
@@ -684,7 +933,13 @@ int main(int argc, char **argv)
             .evidence = tr->outcome == TRIAL_FIT || !tr->evidence[0] ? NULL : tr->evidence,
             .signature = tr->outcome == TRIAL_OOM ? (char *)tr->oom_name : NULL,
             .retest = search_tried(&cell->search, value),
+            .steps_from = trial_steps_from_name(tr->steps_from),
+            .probe_processes = tr->probe_processes, .probe_world = tr->probe_world,
+            .loader_batch = tr->loader_batch, .batches_per_step = tr->loader_batches_per_step,
+            .peak_allocated_bytes = tr->peak_allocated_bytes,
         };
+        snprintf(rt.probe_torch, sizeof rt.probe_torch, "%s", tr->probe_torch);
+        snprintf(rt.probe_hook, sizeof rt.probe_hook, "%s", tr->probe_hook);
         results_add_trial(&res, &rt);
         if (tr->teardown_incomplete)
             progress_note(&pg, "warning: a process outside the trial's tree kept its output "
@@ -698,6 +953,16 @@ int main(int argc, char **argv)
         if (tr->outcome == TRIAL_CRASH) {
             ab_show_crash(&pg, tr);
             crashed = 1;
+            break;
+        }
+        if (tr->outcome == TRIAL_NO_STEPS) {
+            ab_explain_no_steps(tr, value, &setup.preset, !plan.no_probe);
+            no_steps = 1;
+            break;
+        }
+        if (tr->outcome == TRIAL_MISMATCH) {
+            ab_explain_mismatch(tr, value, &setup.preset);
+            status = AB_USAGE;
             break;
         }
         if (tr->outcome == TRIAL_TIMEOUT || tr->outcome == TRIAL_HANG) {
@@ -731,7 +996,7 @@ int main(int argc, char **argv)
     if (status == AB_OK) {
         if (ab_interrupted)
             status = AB_INTERRUPTED;
-        else if (crashed)
+        else if (crashed || no_steps)
             status = AB_CRASH;
         else if (!any_fit && budget_hit)
             status = AB_BUDGET;
@@ -768,6 +1033,8 @@ int main(int argc, char **argv)
     } else if (status == AB_NOTHING_FITS) {
         fprintf(stderr, "autobatch: nothing fits: the smallest candidate ran out of memory; lower "
                         "the model's memory use or try --checkpointing on\n");
+    } else if (status == AB_CRASH && no_steps) {
+        /* said when it happened */
     } else if (status == AB_CRASH && !crashed) {
         fprintf(stderr, "autobatch: micro_batch=%ld never finished a trial (timeout or hang), so "
                         "this is not a memory limit; raise --trial-timeout/--hang-timeout or "
@@ -796,7 +1063,7 @@ int main(int argc, char **argv)
     }
     json_decref(doc);
     json_decref(baseline);
-    rmdir(dir);
+    ab_remove_tree(dir);
     free(tr);
     space_release(&space);
     results_release(&res);

@@ -91,15 +91,20 @@ static void sb_release(struct sbuf *b)
 /* ------------------------------------------------------------------ */
 /* Reading the document: every absent or null value becomes a marker.   */
 
-enum oc { OC_FIT, OC_OOM, OC_CRASH, OC_TIMEOUT, OC_HANG, OC_INTERRUPTED, OC_SPAWN, OC_UNKNOWN, OC_N };
+enum oc {
+    OC_FIT, OC_OOM, OC_CRASH, OC_TIMEOUT, OC_HANG, OC_INTERRUPTED, OC_SPAWN, OC_NO_STEPS,
+    OC_MISMATCH, OC_UNKNOWN, OC_N
+};
 
 static const char *const oc_name[OC_N] = {
-    "fit", "oom", "crash", "timeout", "hang", "interrupted", "spawn_failed", "unknown",
+    "fit", "oom", "crash", "timeout", "hang", "interrupted", "spawn_failed", "no_steps",
+    "knob_mismatch", "unknown",
 };
 
 /* Outcome colours, shared by the timeline, its legend and the tables. */
 static const char *const oc_colour[OC_N] = {
-    "#2e8b3e", "#d1402b", "#7b3f00", "#8a55c9", "#c2489b", "#8c8c8c", "#222222", "#222222",
+    "#2e8b3e", "#d1402b", "#7b3f00", "#8a55c9", "#c2489b", "#8c8c8c", "#222222", "#b8860b",
+    "#1f5f9f", "#222222",
 };
 
 struct rtrial {
@@ -537,7 +542,8 @@ static const struct rtrial *failed_trial(const struct rdoc *d)
 {
     for (size_t i = 0; i < d->nt; i++) {
         enum oc o = d->t[i].oc;
-        if (o == OC_CRASH || o == OC_SPAWN || o == OC_UNKNOWN)
+        if (o == OC_CRASH || o == OC_SPAWN || o == OC_NO_STEPS || o == OC_MISMATCH ||
+            o == OC_UNKNOWN)
             return &d->t[i];
     }
     if (d->exit == 4)
@@ -1144,6 +1150,8 @@ static void junit_trial(struct sbuf *b, const struct rdoc *d, const struct rtria
     case OC_SPAWN: elem = "error"; why = "the command could not be started"; break;
     case OC_TIMEOUT: elem = "failure"; why = "ran past the trial timeout"; break;
     case OC_HANG: elem = "failure"; why = "printed nothing for the hang timeout"; break;
+    case OC_NO_STEPS: elem = "error"; why = "no training step was seen"; break;
+    case OC_MISMATCH: elem = "error"; why = "the batch-size knob did not reach the trainer"; break;
     default: elem = "error"; why = "unknown outcome"; break;
     }
     sb_printf(b, ">\n      <%s", elem);

@@ -206,6 +206,19 @@ static json_t *results_trial_json(const struct results_trial *t)
     json_object_set_new(o, "signature", str_or_null(t->signature));
     if (t->retest)
         json_object_set_new(o, "retest", json_true());
+    json_object_set_new(o, "steps_from", str_or_null(t->steps_from));
+    if (t->probe_processes > 0) {
+        json_t *pr = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o}",
+                               "torch", t->probe_torch, "hook", t->probe_hook,
+                               "processes", t->probe_processes,
+                               "world_size", int_or_null(t->probe_world),
+                               "loader_batch_size", int_or_null(t->loader_batch),
+                               "batches_per_step", int_or_null(t->batches_per_step),
+                               "peak_allocated_bytes", int_or_null(t->peak_allocated_bytes));
+        json_object_set_new(o, "probe", pr ? pr : json_null());
+    } else {
+        json_object_set_new(o, "probe", json_null());
+    }
     return o;
 }
 

@@ -36,6 +36,15 @@ struct results_trial {
     char *evidence;         /**< owned; NULL: null */
     char *signature;        /**< owned; OOM signature name or NULL */
     int retest;             /**< this trial repeated an earlier candidate */
+    const char *steps_from; /**< "probe", "report", "log" or NULL (static string) */
+    /* What the in-process probe saw; probe_processes 0: it did not load. */
+    int probe_processes;
+    char probe_torch[32];   /**< torch version */
+    char probe_hook[16];    /**< "global" or "wrap" */
+    long probe_world;       /**< <0: null */
+    long loader_batch;      /**< the training DataLoader's batch size; <0: null */
+    long batches_per_step;  /**< DataLoader batches per optimizer step; <0: null */
+    int64_t peak_allocated_bytes; /**< <0: null */
 };
 
 /** One (grad_accum, checkpointing) cell's answer. */

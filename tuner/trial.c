@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "inproc.h"
 #include "lbuf.h"
 #include "proctree.h"
 #include "steps.h"
@@ -44,8 +45,21 @@ const char *trial_outcome_name(enum trial_outcome o)
     case TRIAL_HANG: return "hang";
     case TRIAL_INTERRUPTED: return "interrupted";
     case TRIAL_SPAWN_FAILED: return "spawn_failed";
+    case TRIAL_NO_STEPS: return "no_steps";
+    case TRIAL_MISMATCH: return "knob_mismatch";
     }
     return "unknown";
+}
+
+const char *trial_steps_from_name(enum trial_steps_from f)
+{
+    switch (f) {
+    case STEPS_FROM_PROBE: return "probe";
+    case STEPS_FROM_REPORT: return "report";
+    case STEPS_FROM_LOG: return "log";
+    case STEPS_FROM_NONE: break;
+    }
+    return NULL;
 }
 
 static double trial_now(void)
@@ -105,6 +119,12 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+static int cmp_long(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
 static double median_of(double *v, size_t n)
 {
     qsort(v, n, sizeof *v, cmp_double);
@@ -148,25 +168,38 @@ static void series_timing(const struct series *s, long warmup, struct trial_resu
 
 /* ---------------------------------------------------------------- state */
 
+/* A file a trainer appends lines to (AUTOBATCH_REPORT, the probe's). */
+struct tail {
+    const char *path;
+    int fd;
+    off_t off;
+    struct lbuf lb;
+};
+
 struct trial_state {
     const struct trial_opts *o;
     struct trial_result *r;
     struct lbuf lb[2];
-    struct lbuf report_lb;
+    struct tail report, probe;
     int fd[2];            /* read ends of stdout/stderr; -1 once at EOF */
-    int report_fd;
-    off_t report_off;
     pid_t pid;
     int reaped, status;
     double t0, exit_at, last_activity;
     int decided;          /* r->outcome is final */
     int stopping, killed, signalled;
     double stop_at, kill_at;
-    /* Step evidence by kind; the report wins over tqdm over HF dicts. */
-    struct series report, tqdm, hf;
+    /* Step evidence by kind: the probe wins over the report over the log. */
+    struct series probe_steps, report_steps, log_steps;
+    struct trainlog log;
+    int log_ok;
+    long probe_rank, probe_pid; /* the process whose steps count: the lowest rank */
+    int probe_active;     /* torch was imported with the probe's hooks in place */
+    long ranks_seen[64];
+    size_t nranks_seen;
+    long *nb;             /* batches per step, for the median */
+    size_t nnb, nb_alloc;
     long target;          /* steps that end the trial as a fit; may grow once */
     int extended;
-    long hf_count;        /* HF dicts carry no step: count them */
 };
 
 static void trial_tail_add(struct trial_result *r, const char *line, size_t len)
@@ -182,13 +215,37 @@ static void trial_tail_add(struct trial_result *r, const char *line, size_t len)
     r->tail_count++;
 }
 
+/*
+ * The series that counts.  The probe sees real optimizer steps, so once a
+ * process has imported torch with its hooks, output lines alone cannot
+ * make a fit: data preparation bars run after torch is imported and
+ * before the first step.  A trainer that steps without torch.optim (its
+ * own update rule) still shows progress in its output: after twice the
+ * target in log steps with no optimizer step, the log is believed.
+ */
+static const struct series *trial_timing_series(const struct trial_state *st)
+{
+    if (st->probe_steps.n)
+        return &st->probe_steps;
+    if (st->report_steps.n)
+        return &st->report_steps;
+    if (st->probe_active && st->target > 0 && series_last(&st->log_steps) < 2 * st->target)
+        return &st->probe_steps; /* empty: wait for the first optimizer step */
+    return &st->log_steps;
+}
+
 static long trial_best_step(const struct trial_state *st)
 {
-    if (st->report.n)
-        return series_last(&st->report);
-    if (st->tqdm.n)
-        return series_last(&st->tqdm);
-    return series_last(&st->hf);
+    return series_last(trial_timing_series(st));
+}
+
+static enum trial_steps_from trial_steps_from(const struct trial_state *st)
+{
+    const struct series *s = trial_timing_series(st);
+    if (!s->n)
+        return STEPS_FROM_NONE;
+    return s == &st->probe_steps ? STEPS_FROM_PROBE
+         : s == &st->report_steps ? STEPS_FROM_REPORT : STEPS_FROM_LOG;
 }
 
 static void trial_signal_tree(struct trial_state *st, int sig)
@@ -213,11 +270,6 @@ static void trial_stop(struct trial_state *st, enum trial_outcome why, double no
     st->stopping = 1;
     st->stop_at = now;
     trial_signal_tree(st, SIGTERM);
-}
-
-static const struct series *trial_timing_series(const struct trial_state *st)
-{
-    return st->report.n ? &st->report : st->tqdm.n ? &st->tqdm : &st->hf;
 }
 
 /* At the target: is the timing too noisy to trust?  Then run on for
@@ -267,18 +319,17 @@ static void trial_on_line(void *ctx, const char *line, size_t len, int truncated
         return;
     }
 
-    struct step_event ev;
-    if (!steps_parse_line(line, len, &ev))
+    if (!st->log_ok)
         return;
-    long before = trial_best_step(st);
-    double t = trial_now();
-    double rate = -1;
-    if (ev.source == STEP_TQDM && ev.step >= 0) {
-        series_add(&st->tqdm, t, ev.step);
-        rate = ev.rate_it_s;
-    } else if (ev.source == STEP_HF_LOG) {
-        series_add(&st->hf, t, ++st->hf_count);
-    }
+    long before = trial_best_step(st), step;
+    double t = trial_now(), rate = -1;
+    if (!trainlog_line(&st->log, line, len, t, &step, &rate))
+        return;
+    /* The printed count is global: a resumed trainer starts high.  Only
+     * the steps of this trial count toward its target. */
+    if (st->log.start > 0 && step > st->log.start)
+        step -= st->log.start;
+    series_add(&st->log_steps, t, step);
     trial_note_step(st, before, rate);
 }
 
@@ -291,32 +342,104 @@ static void trial_on_report(void *ctx, const char *line, size_t len, int truncat
         return;
     long before = trial_best_step(st);
     if (ev.time_s >= 0)
-        series_add(&st->report, ev.time_s, ev.step);
+        series_add(&st->report_steps, ev.time_s, ev.step);
     else
-        series_add(&st->report, trial_now(), ev.step);
+        series_add(&st->report_steps, trial_now(), ev.step);
     if (ev.peak_mem_bytes > st->r->peak_mem_bytes)
         st->r->peak_mem_bytes = ev.peak_mem_bytes;
     trial_note_step(st, before, -1);
 }
 
-/* Read what the trainer appended to the report file since last time. */
-static void trial_poll_report(struct trial_state *st)
+/* One line of the in-process probe's file. */
+static void trial_on_probe(void *ctx, const char *line, size_t len, int truncated)
 {
-    if (!st->o->report_path)
+    struct trial_state *st = ctx;
+    struct trial_result *r = st->r;
+    struct inproc_event ev;
+    (void)truncated;
+    if (!inproc_parse_line(line, len, &ev))
         return;
-    if (st->report_fd < 0) {
-        st->report_fd = open(st->o->report_path, O_RDONLY | O_CLOEXEC);
-        if (st->report_fd < 0)
+    if (ev.kind == INPROC_ERROR) {
+        if (!r->probe_error[0])
+            snprintf(r->probe_error, sizeof r->probe_error, "%s", ev.text);
+        return;
+    }
+    if (ev.kind == INPROC_TORCH) {
+        r->probe_processes++;
+        snprintf(r->probe_torch, sizeof r->probe_torch, "%.31s", ev.text);
+        snprintf(r->probe_hook, sizeof r->probe_hook, "%s", ev.hook);
+        st->probe_active |= strcmp(ev.hook, "none") != 0;
+        return;
+    }
+    /* A step.  Facts from every rank; the count from the lowest rank. */
+    long rank = ev.rank >= 0 ? ev.rank : 0;
+    size_t k = 0;
+    while (k < st->nranks_seen && st->ranks_seen[k] != rank)
+        k++;
+    if (k == st->nranks_seen && k < sizeof st->ranks_seen / sizeof *st->ranks_seen)
+        st->ranks_seen[st->nranks_seen++] = rank;
+    r->probe_ranks = (long)st->nranks_seen;
+    if (ev.world > r->probe_world)
+        r->probe_world = ev.world;
+    if (ev.reserved > r->peak_mem_bytes)
+        r->peak_mem_bytes = ev.reserved;
+    if (ev.allocated > r->peak_allocated_bytes)
+        r->peak_allocated_bytes = ev.allocated;
+    if (ev.batch_size > 0 && r->loader_batch < 0)
+        r->loader_batch = ev.batch_size;
+    if (st->probe_pid == 0 || rank < st->probe_rank) {
+        /* The first process to step, or a lower rank: its steps count. */
+        series_release(&st->probe_steps);
+        st->probe_rank = rank;
+        st->probe_pid = ev.pid;
+    }
+    if (ev.pid != st->probe_pid)
+        return;
+    if (ev.batches >= 0 && ev.step > 1 && st->nnb < TRIAL_SERIES_MAX) {
+        if (st->nnb == st->nb_alloc) {
+            size_t na = st->nb_alloc ? 2 * st->nb_alloc : 64;
+            long *nn = realloc(st->nb, na * sizeof *nn);
+            if (nn) {
+                st->nb = nn;
+                st->nb_alloc = na;
+            }
+        }
+        if (st->nnb < st->nb_alloc)
+            st->nb[st->nnb++] = ev.batches;
+    }
+    long before = trial_best_step(st);
+    series_add(&st->probe_steps, ev.t, ev.step);
+    const struct trial_opts *o = st->o;
+    if (!st->decided && o->expect_batch > 0 && ev.batch_size > 0 && ev.batch_size != o->expect_batch) {
+        snprintf(r->evidence, sizeof r->evidence, "the trainer's DataLoader has batch_size=%ld, "
+                 "not the candidate's %ld", ev.batch_size, o->expect_batch);
+        trial_stop(st, TRIAL_MISMATCH, trial_now());
+        return;
+    }
+    trial_note_step(st, before, -1);
+}
+
+/* Read what was appended to a tailed file since last time.  The file is
+ * one autobatch made (a regular file in its own directory); a read is
+ * bounded so one tick never stalls on a huge append. */
+static void trial_poll_tail(struct trial_state *st, struct tail *tl,
+                            void (*on_line)(void *, const char *, size_t, int))
+{
+    if (!tl->path)
+        return;
+    if (tl->fd < 0) {
+        tl->fd = open(tl->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (tl->fd < 0)
             return; /* not written yet */
     }
     char buf[16384];
-    for (;;) {
-        ssize_t n = pread(st->report_fd, buf, sizeof buf, st->report_off);
+    for (int rounds = 0; rounds < 64; rounds++) {
+        ssize_t n = pread(tl->fd, buf, sizeof buf, tl->off);
         if (n <= 0)
             return;
-        st->report_off += n;
+        tl->off += n;
         st->last_activity = trial_now();
-        lbuf_feed(&st->report_lb, buf, (size_t)n, trial_on_report, st);
+        lbuf_feed(&tl->lb, buf, (size_t)n, on_line, st);
     }
 }
 
@@ -346,7 +469,7 @@ static enum trial_outcome trial_classify_exit(struct trial_state *st)
 {
     struct trial_result *r = st->r;
     if (WIFEXITED(st->status) && WEXITSTATUS(st->status) == 0)
-        return TRIAL_FIT;
+        return trial_best_step(st) > 0 ? TRIAL_FIT : TRIAL_NO_STEPS;
     /* A SIGKILL we did not send is the kernel's OOM killer; a shell or a
      * container between us and the victim reports it as exit 137. */
     int killed = (WIFSIGNALED(st->status) && WTERMSIG(st->status) == SIGKILL) ||
@@ -382,6 +505,8 @@ static void trial_child(const struct trial_spec *spec, const struct trial_opts *
         _exit(127); /* autobatch died before we got here */
     if (dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
         goto fail;
+    if (spec->cwd && chdir(spec->cwd))
+        goto fail;
     if (o->mem_limit) {
         struct rlimit rl = { (rlim_t)o->mem_limit, (rlim_t)o->mem_limit };
         if (setrlimit(RLIMIT_AS, &rl))
@@ -402,6 +527,10 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     r->exit_code = -1;
     r->step_time_s = r->step_time_mad_s = -1;
     r->peak_mem_bytes = -1;
+    r->peak_allocated_bytes = -1;
+    r->probe_world = -1;
+    r->loader_batch = -1;
+    r->loader_batches_per_step = -1;
     r->oom_numbers.tried = r->oom_numbers.total = r->oom_numbers.free = -1;
     r->oom_numbers.gpu = -1;
 
@@ -456,15 +585,19 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     struct trial_state st = {
         .o = o, .r = r,
         .lb = { LBUF_INIT(TRIAL_LBUF_CAP), LBUF_INIT(TRIAL_LBUF_CAP) },
-        .report_lb = LBUF_INIT(TRIAL_LBUF_CAP),
+        .report = { o->report_path, -1, 0, LBUF_INIT(TRIAL_LBUF_CAP) },
+        .probe = { o->probe_path, -1, 0, LBUF_INIT(TRIAL_LBUF_CAP) },
         .fd = { out[0], err[0] },
-        .report_fd = -1,
         .pid = pid,
         .t0 = t0, .last_activity = t0,
         .target = o->target_steps,
     };
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(err[0], F_SETFL, O_NONBLOCK);
+    /* The rules were checked before the first trial (a bad regex is bad
+     * input); should compiling fail here anyway, the output is not read
+     * for steps and the trial can only end without them. */
+    st.log_ok = trainlog_init(&st.log, o->log_rules, NULL, 0) == 0;
 
     if (got == (ssize_t)sizeof child_errno) {
         /* exec failed: the child is gone or about to be; reap it. */
@@ -482,7 +615,8 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
             st.status = status;
             st.exit_at = now;
         }
-        trial_poll_report(&st);
+        trial_poll_tail(&st, &st.report, trial_on_report);
+        trial_poll_tail(&st, &st.probe, trial_on_probe);
         int eof = st.fd[0] < 0 && st.fd[1] < 0;
 
         if (!st.decided) {
@@ -544,19 +678,35 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
         r->exit_code = WEXITSTATUS(st.status);
     else if (WIFSIGNALED(st.status))
         r->signal = WTERMSIG(st.status);
+    /* What was appended after the last tick still counts. */
+    trial_poll_tail(&st, &st.report, trial_on_report);
+    trial_poll_tail(&st, &st.probe, trial_on_probe);
     r->steps_seen = trial_best_step(&st);
+    r->steps_from = trial_steps_from(&st);
     series_timing(trial_timing_series(&st), o->warmup_steps, r);
+    if (st.nnb) {
+        qsort(st.nb, st.nnb, sizeof *st.nb, cmp_long);
+        r->loader_batches_per_step = st.nb[st.nnb / 2];
+    }
+    if (!r->steps_seen && st.log_ok)
+        trainlog_describe(&st.log, r->log_seen, sizeof r->log_seen);
 
     for (int i = 0; i < 2; i++) {
         if (st.fd[i] >= 0)
             close(st.fd[i]);
         lbuf_release(&st.lb[i]);
     }
-    if (st.report_fd >= 0)
-        close(st.report_fd);
-    lbuf_release(&st.report_lb);
-    series_release(&st.report);
-    series_release(&st.tqdm);
-    series_release(&st.hf);
+    struct tail *tails[] = { &st.report, &st.probe };
+    for (size_t i = 0; i < 2; i++) {
+        if (tails[i]->fd >= 0)
+            close(tails[i]->fd);
+        lbuf_release(&tails[i]->lb);
+    }
+    series_release(&st.probe_steps);
+    series_release(&st.report_steps);
+    series_release(&st.log_steps);
+    free(st.nb);
+    if (st.log_ok)
+        trainlog_release(&st.log);
     return 0;
 }

@@ -39,16 +39,29 @@
 #include <stdint.h>
 
 #include "oom.h"
+#include "trainlog.h"
 
 enum trial_outcome {
-    TRIAL_FIT,          /**< enough steps, or the command exited 0 */
+    TRIAL_FIT,          /**< training steps were measured: enough of them, or the
+                             command exited 0 after at least one */
     TRIAL_OOM,          /**< an OOM line, or a SIGKILL we did not send */
     TRIAL_CRASH,        /**< failed with no OOM evidence */
     TRIAL_TIMEOUT,      /**< ran past the trial timeout */
     TRIAL_HANG,         /**< no output for the hang timeout */
     TRIAL_INTERRUPTED,  /**< autobatch was asked to stop */
     TRIAL_SPAWN_FAILED, /**< could not start the command (result->spawn_errno) */
+    TRIAL_NO_STEPS,     /**< exited 0 with no training step seen: no evidence */
+    TRIAL_MISMATCH,     /**< the probe saw the trainer use another batch size */
 };
+
+/** Where a trial's steps came from. */
+enum trial_steps_from {
+    STEPS_FROM_NONE = 0,
+    STEPS_FROM_PROBE,   /**< the in-process probe's optimizer steps */
+    STEPS_FROM_REPORT,  /**< AUTOBATCH_REPORT lines */
+    STEPS_FROM_LOG,     /**< training progress recognised in the output */
+};
+const char *trial_steps_from_name(enum trial_steps_from f);
 
 /** "fit", "oom", ... as in the results file. */
 const char *trial_outcome_name(enum trial_outcome o);
@@ -56,6 +69,7 @@ const char *trial_outcome_name(enum trial_outcome o);
 struct trial_spec {
     char *const *argv; /**< NULL-terminated; argv[0] looked up in PATH */
     char *const *envp; /**< NULL-terminated full environment */
+    const char *cwd;   /**< working directory, or NULL for ours */
 };
 
 /** Callbacks for the user-facing layer; any may be NULL. */
@@ -81,6 +95,11 @@ struct trial_opts {
     double grace_s;      /**< SIGTERM to SIGKILL */
     uint64_t mem_limit;  /**< RLIMIT_AS for the command; 0 = none */
     const char *report_path; /**< AUTOBATCH_REPORT file to tail, or NULL */
+    const char *probe_path;  /**< AUTOBATCH_PROBE file to tail, or NULL */
+    /** the candidate's micro-batch in samples, checked against the batch
+     *  size of the trainer's DataLoader that the probe sees; 0 = no check */
+    long expect_batch;
+    const struct trainlog_rules *log_rules; /**< the preset's progress rules, or NULL */
     volatile sig_atomic_t *interrupt; /**< set by a signal handler; may be NULL */
     struct trial_hooks hooks;
 };
@@ -102,7 +121,19 @@ struct trial_result {
     long steps_measured; /**< steps after warm-up that have a time */
     double step_time_s;  /**< median seconds per step after warm-up; <0 unknown */
     double step_time_mad_s; /**< median absolute deviation of the above; <0 unknown */
-    int64_t peak_mem_bytes; /**< from report lines; -1 unknown */
+    int64_t peak_mem_bytes; /**< from report lines or the probe (reserved); -1 unknown */
+    enum trial_steps_from steps_from; /**< the evidence the step counts come from */
+    /* What the in-process probe saw (probe_processes 0: it did not load). */
+    int probe_processes;      /**< processes that imported torch with the probe */
+    char probe_torch[32];     /**< torch version */
+    char probe_hook[16];      /**< "global" or "wrap" */
+    char probe_error[160];    /**< the first thing it could not do, or "" */
+    long probe_world;         /**< world size the trainer runs with; -1 unknown */
+    long probe_ranks;         /**< distinct ranks that stepped */
+    long loader_batch;        /**< the training DataLoader's batch size; -1 unknown */
+    long loader_batches_per_step; /**< median batches fetched per optimizer step; -1 unknown */
+    int64_t peak_allocated_bytes; /**< CUDA peak allocated over ranks; -1 unknown */
+    char log_seen[256];       /**< what the output showed, when no step was found */
     char evidence[TRIAL_LINE_MAX]; /**< the OOM line, or the crash's last line */
     const char *oom_name; /**< signature name for TRIAL_OOM by message */
     struct oom_numbers oom_numbers; /**< numbers parsed from the OOM line */

@@ -96,6 +96,9 @@ struct opts {
     double noise;
     long seed;
     double startup_time;
+    const char *bar_desc;    /* the training bar's description ("Train steps ... ") */
+    const char *bar_unit;    /* its unit ("update"); default "it" */
+    const char *bar_postfix; /* a postfix key carrying the step ("update") */
     long logging_steps;
     long log_style_string;
     long report;
@@ -144,6 +147,9 @@ struct opt_def {
 static const struct opt_def opt_table[] = {
     { "accum-key", T_STR, offsetof(struct opts, key[KNOB_ACCUM]) },
     { "act-mem", T_SIZE, offsetof(struct opts, act_mem) },
+    { "bar-desc", T_STR, offsetof(struct opts, bar_desc) },
+    { "bar-postfix", T_STR, offsetof(struct opts, bar_postfix) },
+    { "bar-unit", T_STR, offsetof(struct opts, bar_unit) },
     { "batch-key", T_STR, offsetof(struct opts, key[KNOB_MICRO]) },
     { "batch-unit", T_UNIT, offsetof(struct opts, unit_frames) },
     { "capacity", T_SIZE, offsetof(struct opts, capacity) },
@@ -1516,18 +1522,22 @@ static void bar_draw(struct bar *b, long n, long total, double now)
     char el[32], rem[32], rate[32];
     tqdm_interval(elapsed, el, sizeof el);
     double r = b->dt.calls ? 1.0 / ema_get(&b->dt) : 0;
+    const char *unit = O.bar_unit ? O.bar_unit : "it";
     if (n == 0 || !(r > 0)) {
         snprintf(rem, sizeof rem, "?");
-        snprintf(rate, sizeof rate, "?it/s");
+        snprintf(rate, sizeof rate, "?%s/s", unit);
     } else {
         tqdm_interval((double)(total - n) / r, rem, sizeof rem);
         if (1.0 / r > 1)
-            snprintf(rate, sizeof rate, "%5.2fs/it", 1.0 / r);
+            snprintf(rate, sizeof rate, "%5.2fs/%s", 1.0 / r, unit);
         else
-            snprintf(rate, sizeof rate, "%5.2fit/s", r);
+            snprintf(rate, sizeof rate, "%5.2f%s/s", r, unit);
     }
-    char *line = fmt("%3.0f%%|%s| %ld/%ld [%s<%s, %s]", frac * 100, bar, n, total,
-                     el, rem, rate);
+    char postfix[64] = "";
+    if (O.bar_postfix)
+        snprintf(postfix, sizeof postfix, ", %s=%ld", O.bar_postfix, n);
+    char *line = fmt("%s%s%3.0f%%|%s| %ld/%ld [%s<%s, %s%s]", O.bar_desc ? O.bar_desc : "",
+                     O.bar_desc ? ": " : "", frac * 100, bar, n, total, el, rem, rate, postfix);
     /* display width: bytes that do not continue a UTF-8 sequence */
     size_t width = 0;
     for (const char *c = line; *c; c++)
@@ -1980,6 +1990,8 @@ static const char usage_text[] =
 "  --startup-time DUR                start-up before step 1 (0)\n"
 "  --num-examples N                  dataset size, for epochs (10000)\n"
 "  --log-style float|string          HF metric values: floats or '.4g' strings\n"
+"  --bar-desc TEXT, --bar-unit UNIT, --bar-postfix KEY  draw the training bar\n"
+"                                    as TEXT: ...UNIT/s, KEY=N] (F5-TTS, Parler)\n"
 "  --report                          append {\"step\",\"samples\",\"time\",\n"
 "                                    \"peak_mem_bytes\"} lines to $AUTOBATCH_REPORT\n"
 "\n"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A real PyTorch job (examples/pytorch/train_tts.py on Debian's CPU torch)
 # under --trial-memory-limit: the same largest micro-batch as a direct
-# bisection under `ulimit -v`; checkpointing raises it and lowers the
-# measured throughput; a fixed global batch with accumulation; and a
+# bisection under `ulimit -v` (the in-process probe loaded, as it is for
+# every Python trial); checkpointing raises it; a fixed global batch with
+# accumulation; and a
 # 2-rank gloo job where rank 1 runs out of memory while rank 0 waits in
 # all_reduce, torn down within seconds.
 source "$(dirname "$0")/lib.sh"
@@ -41,14 +42,11 @@ pass "CPU under 800000K: largest micro-batch $direct, same as ulimit -v bisectio
   "$PY" "$TRAIN" --worst_case >"$WORK/ck.out" 2>&1 || fail "ckpt: exit $? $(tail -3 "$WORK/ck.out")"
 ck=$(jqr '.max_fit[0].micro_batch' "$WORK/ck.json")
 [ "$ck" -gt "$direct" ] || fail "checkpointing: largest $ck, not above $direct"
-# compare samples/s at the sizes both runs measured
-slower=$(jq -n --slurpfile a "$WORK/cpu.json" --slurpfile b "$WORK/ck.json" '
-  [ $a[0].trials[] | select(.outcome == "fit") ] as $off
-  | [ $b[0].trials[] | select(.outcome == "fit") ] as $on
-  | [ $off[] as $x | $on[] | select(.micro_batch == $x.micro_batch and .micro_batch >= 4)
-      | (.samples_per_s < $x.samples_per_s) ] | (length > 0 and all)')
-assert_eq true "$slower" "checkpointing lowers samples/s at the same micro-batch"
-pass "checkpointing: largest $ck (vs $direct), slower at equal sizes"
+# (Throughput is not compared here: these are two separate runs on a
+# shared machine, and timings are compared only within one run.)
+assert_eq 0 "$(jqr '[.trials[] | select(.outcome == "fit" and .steps_from != "probe")] | length' "$WORK/ck.json")" \
+  "checkpointing: every fit measured by the probe"
+pass "checkpointing: largest $ck (vs $direct)"
 
 # --- a fixed global batch with accumulation: micro x accum = 16
 "$AUTOBATCH" --quiet "${COMMON[@]}" --batch 1:64 --global-batch 16 --grad-accum 1,2,4,8 --verbose \

@@ -11,7 +11,8 @@ cp "$C/F5-TTS/F5TTS_v1_Base.yaml" "$WORK/F5TTS_v1_Base.yaml"
 sum=$(sha256sum < "$WORK/F5TTS_v1_Base.yaml")
 f5=("$SIMTRAIN" --config "$WORK/F5TTS_v1_Base.yaml" --batch-key datasets.batch_size_per_gpu
     --accum-key optim.grad_accumulation_steps --ckpt-key model.arch.checkpoint_activations
-    --batch-unit frames --frames-per-sample 400 --capacity 24G)
+    --batch-unit frames --frames-per-sample 400 --capacity 24G
+    --bar-desc "Epoch 1/100" --bar-unit update --bar-postfix update)
 read -r _ want < <("${f5[@]}" --max_steps 7 --print-max)
 "$AUTOBATCH" --preset auto --config "$WORK/F5TTS_v1_Base.yaml" --batch 400:76800:400 \
  --json "$WORK/f5.json" -- "${f5[@]}" >"$WORK/f5.out" 2>"$WORK/f5.err" || fail "f5: exit $? $(tail -3 "$WORK/f5.err")"
@@ -34,7 +35,7 @@ pass "f5-tts: largest fit $want frames, chose $best, written byte-exactly"
 # --- Parler-TTS: the JSON is the script's positional argument
 cp "$C/parler-tts/starting_point_v1.json" "$WORK/parler.json"
 sum=$(sha256sum < "$WORK/parler.json")
-parler=("$SIMTRAIN" "$WORK/parler.json" --capacity 16G --optim-mem 4G)
+parler=("$SIMTRAIN" "$WORK/parler.json" --capacity 16G --optim-mem 4G --bar-desc "Train steps ... ")
 want=$("${parler[@]}" --max_steps 7 --print-max)
 "$AUTOBATCH" --preset parler-tts --batch 1:128 --json "$WORK/p.json" --verbose -- "${parler[@]}" \
   >"$WORK/p.out" 2>"$WORK/p.err" || fail "parler: exit $? $(tail -3 "$WORK/p.err")"
@@ -56,7 +57,8 @@ pass "parler-tts: largest fit $want, chose $best, written byte-exactly"
 # --- the config replaced by a directory mid-run: nothing is written, exit 2
 cp "$C/parler-tts/starting_point_v1.json" "$WORK/moving.json"
 "$AUTOBATCH" --quiet --preset parler-tts --batch 1:128 --write -- \
-  "$SIMTRAIN" "$WORK/moving.json" --capacity 16G --startup-time 300ms >"$WORK/m.out" 2>"$WORK/m.err" &
+  "$SIMTRAIN" "$WORK/moving.json" --capacity 16G --startup-time 300ms --bar-desc "Train steps ... " \
+  >"$WORK/m.out" 2>"$WORK/m.err" &
 ab=$!
 for _ in $(seq 1 100); do grep -q "trial 2" "$WORK/m.err" && break; sleep 0.05; done
 mv "$WORK/moving.json" "$WORK/moved.json"
@@ -75,9 +77,10 @@ pass "config replaced by a directory mid-run: refused, nothing written"
 # --- interrupted while a trial has a temporary copy: the copy is removed
 cp "$C/parler-tts/starting_point_v1.json" "$WORK/int.json"
 "$AUTOBATCH" --preset parler-tts --batch 1:128 -- "$SIMTRAIN" "$WORK/int.json" --sample-time 50ms \
+  --bar-desc "Train steps ... " \
   >/dev/null 2>"$WORK/i.err" &
 ab=$!
-for _ in $(seq 1 200); do grep -q "it/s" "$WORK/i.err" && break; sleep 0.05; done
+for _ in $(seq 1 200); do grep -q "Train steps" "$WORK/i.err" && break; sleep 0.05; done
 ls "$WORK" | grep -q "int.autobatch-trial-" || fail "interrupt: no temporary copy during the trial"
 kill -INT $ab
 set +e; wait $ab; rc=$?; set -e

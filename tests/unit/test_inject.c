@@ -138,7 +138,7 @@ static void test_hydra_overrides(void **state)
                     "+datasets.batch_size_per_gpu=100", NULL };
     struct preset f5 = load_preset("f5-tts");
     struct inject_ctx ctx = { .preset = &f5, .set_checkpointing = 1, .max_steps = 7, .trial_id = 1,
-                              .world_size = 1 };
+                              .world_size = 1, .output_dir = "/tmp/scratch/out" };
     struct inject_candidate c = { 19200, 2, 1 };
     struct inject_trial t = INJECT_TRIAL_INIT;
     char err[256];
@@ -146,7 +146,9 @@ static void test_hydra_overrides(void **state)
     expect(&t.argv, (const char *[]){ "accelerate", "launch", "train.py", "--config-name",
                                       "F5TTS_v1_Base", "+datasets.batch_size_per_gpu=19200",
                                       "++optim.grad_accumulation_steps=2",
-                                      "++model.arch.checkpoint_activations=True", NULL });
+                                      "++model.arch.checkpoint_activations=True",
+                                      "++ckpts.save_dir=/tmp/scratch/out",
+                                      "++ckpts.log_samples=False", NULL });
     inject_trial_release(&t);
     preset_release(&f5);
 }

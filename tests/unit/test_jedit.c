@@ -514,6 +514,22 @@ static void test_trailing_commas(void **state)
     expect_set_fail("[1,,]", "0", "1", CEDIT_MALFORMED, "line 1, column 4");
 }
 
+/* Python's json writes Infinity, -Infinity and NaN (Coqui's saved
+ * config.json holds "max_audio_len": Infinity); they stay byte for byte. */
+static void test_python_float_literals(void **state)
+{
+    (void)state;
+    const char *doc = "{\n    \"batch_size\": 32,\n    \"max_audio_len\": Infinity,\n"
+                      "    \"min\": -Infinity,\n    \"x\": [NaN, 1]\n}";
+    expect_set(doc, "batch_size", "7", "{\n    \"batch_size\": 7,\n    \"max_audio_len\": Infinity,\n"
+               "    \"min\": -Infinity,\n    \"x\": [NaN, 1]\n}", NULL);
+    expect_set(doc, "x.1", "2", "{\n    \"batch_size\": 32,\n    \"max_audio_len\": Infinity,\n"
+               "    \"min\": -Infinity,\n    \"x\": [NaN, 2]\n}", NULL);
+    /* Only the exact words: other bare words are still errors. */
+    expect_set_fail("{\"a\": Inf}", "a", "1", CEDIT_MALFORMED, "unexpected 'Inf'");
+    expect_set_fail("{\"a\": -Infinityx}", "a", "1", CEDIT_MALFORMED, "line 1");
+}
+
 static void test_escapes_untouched(void **state)
 {
     (void)state;
@@ -844,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_block_comments_around_colon),
         cmocka_unit_test(test_comment_then_value_on_next_line),
         cmocka_unit_test(test_trailing_commas),
+        cmocka_unit_test(test_python_float_literals),
         cmocka_unit_test(test_escapes_untouched),
         cmocka_unit_test(test_duplicate_target),
         cmocka_unit_test(test_insert_block),

@@ -35,7 +35,7 @@ static struct trial_opts opts(void)
 static void run_sh(const char *script, const struct trial_opts *o, struct trial_result *r)
 {
     char *argv[] = { "sh", "-c", (char *)script, NULL };
-    struct trial_spec spec = { argv, environ };
+    struct trial_spec spec = { argv, environ, NULL };
     assert_int_equal(trial_run(&spec, o, r), 0);
     /* Whatever happened, nothing of the tree is left. */
     pid_t left[8];
@@ -44,15 +44,79 @@ static void run_sh(const char *script, const struct trial_opts *o, struct trial_
 
 static struct trial_result res;
 
-static void test_exit_zero_is_fit(void **state)
+/* Exit 0 is no evidence of fitting: it needs a training step. */
+static void test_exit_zero_without_steps(void **state)
 {
     (void)state;
     struct trial_opts o = opts();
     run_sh("echo hello; exit 0", &o, &res);
-    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.outcome, TRIAL_NO_STEPS);
     assert_int_equal(res.exit_code, 0);
     assert_int_equal(res.tail_count, 1);
     assert_string_equal(res.tail[0], "hello");
+    /* A finished data-preparation bar is not a step either. */
+    run_sh("printf 'Sorting with sampler... : 100%%|##########| 400/400 [00:00<00:00, 1788615.78it/s]\\n'",
+           &o, &res);
+    assert_int_equal(res.outcome, TRIAL_NO_STEPS);
+    assert_int_equal(res.steps_seen, 0);
+    assert_non_null(strstr(res.log_seen, "Sorting with sampler"));
+}
+
+static void test_exit_zero_after_steps_is_fit(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    run_sh("for i in 0 1 2 3; do printf ' %d/100 [00:01<00:10,  9.00it/s]\\r' $i; sleep 0.05; done; exit 0",
+           &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.steps_seen, 3);
+    assert_int_equal(res.steps_from, STEPS_FROM_LOG);
+}
+
+/* The probe's report: steps from the lowest rank, the loader's batch
+ * size checked against the candidate. */
+static void test_probe_steps_and_mismatch(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ab-trial-probe-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    char script[1024];
+    snprintf(script, sizeof script,
+             "printf '{\"ab\":\"torch\",\"pid\":77,\"rank\":0,\"version\":\"2.8.0\",\"hook\":\"global\"}\\n' >> %s; "
+             "for i in 1 2 3 4; do "
+             "printf '{\"ab\":\"step\",\"pid\":78,\"rank\":1,\"world\":2,\"step\":%%d,\"t\":%%d.5,"
+             "\"res\":900,\"bs\":4,\"nb\":2}\\n' $i $i >> %s; "
+             "printf '{\"ab\":\"step\",\"pid\":77,\"rank\":0,\"world\":2,\"step\":%%d,\"t\":%%d,"
+             "\"res\":1000,\"alloc\":800,\"bs\":4,\"nb\":2}\\n' $i $i >> %s; "
+             "sleep 0.1; done; sleep 30", path, path, path);
+    struct trial_opts o = opts();
+    o.probe_path = path;
+    o.target_steps = 4;
+    o.warmup_steps = 1;
+    o.expect_batch = 4;
+    run_sh(script, &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.steps_from, STEPS_FROM_PROBE);
+    assert_int_equal(res.steps_seen, 4);
+    assert_int_equal(res.steps_measured, 3);
+    assert_true(res.step_time_s > 0.99 && res.step_time_s < 1.01); /* rank 0's clock: 1 s a step */
+    assert_int_equal(res.probe_processes, 1);
+    assert_string_equal(res.probe_torch, "2.8.0");
+    assert_int_equal(res.probe_world, 2);
+    assert_int_equal(res.probe_ranks, 2);
+    assert_int_equal(res.loader_batch, 4);
+    assert_int_equal(res.loader_batches_per_step, 2);
+    assert_int_equal(res.peak_mem_bytes, 1000);
+    assert_int_equal(res.peak_allocated_bytes, 800);
+
+    assert_int_equal(truncate(path, 0), 0);
+    o.expect_batch = 16;
+    run_sh(script, &o, &res);
+    assert_int_equal(res.outcome, TRIAL_MISMATCH);
+    assert_non_null(strstr(res.evidence, "batch_size=4"));
+    assert_true(res.wall_s < 5.0);
+    unlink(path);
 }
 
 static void test_oom_line_stops_at_once(void **state)
@@ -98,7 +162,7 @@ static void test_escaped_grandchild_is_killed(void **state)
              "while [ ! -s %s ]; do sleep 0.01; done; exit 0", pidfile, pidfile);
     struct trial_opts o = opts();
     run_sh(script, &o, &res);
-    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.outcome, TRIAL_NO_STEPS);
     FILE *f = fopen(pidfile, "r");
     int pid = 0;
     assert_int_equal(fscanf(f, "%d", &pid), 1);
@@ -230,7 +294,7 @@ static void test_spawn_failure(void **state)
 {
     (void)state;
     char *argv[] = { "/nonexistent/train", NULL };
-    struct trial_spec spec = { argv, environ };
+    struct trial_spec spec = { argv, environ, NULL };
     struct trial_opts o = opts();
     assert_int_equal(trial_run(&spec, &o, &res), 0);
     assert_int_equal(res.outcome, TRIAL_SPAWN_FAILED);
@@ -266,7 +330,9 @@ int main(void)
         return 1;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exit_zero_is_fit),
+        cmocka_unit_test(test_exit_zero_without_steps),
+        cmocka_unit_test(test_exit_zero_after_steps_is_fit),
+        cmocka_unit_test(test_probe_steps_and_mismatch),
         cmocka_unit_test(test_oom_line_stops_at_once),
         cmocka_unit_test(test_sigterm_ignored_gets_sigkill),
         cmocka_unit_test(test_escaped_grandchild_is_killed),

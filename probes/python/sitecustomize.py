@@ -1,0 +1,366 @@
+# autobatch's in-process probe for Python/PyTorch trials.
+#
+# autobatch puts the directory holding this file first on a trial's
+# PYTHONPATH, so every Python process of the trial (the launcher, each
+# rank, DataLoader workers) runs it at start-up.  It first runs the
+# sitecustomize it shadows (Debian's, a virtualenv's, the user's), then,
+# only when AUTOBATCH_PROBE names autobatch's channel file, waits for
+# `import torch` and reports to that file, one JSON object per line:
+#
+#   {"ab":"torch","pid":P,"rank":R,"version":"2.8.0","hook":"global"}
+#       torch was imported and the step hooks are in place ("global":
+#       torch's optimizer step hooks; "wrap": Optimizer.step wrapped, for
+#       torch < 2.0);
+#   {"ab":"step","pid":P,"rank":R,"world":W,"step":N,"t":T,
+#    "res":B,"alloc":B,"bs":S,"blen":S,"nb":K}
+#       the N-th real optimizer step of this process finished at T
+#       (time.monotonic(), the system's CLOCK_MONOTONIC); on CUDA the
+#       step's peak bytes reserved and allocated by the caching
+#       allocator (reset after each step); the training DataLoader's
+#       batch size, the length of the last batch it yielded, and the
+#       batches fetched since the previous step;
+#   {"ab":"error","pid":P,"what":"..."}
+#       something the probe could not do; the trainer is not affected.
+#
+# The probe never changes what the trainer computes and never raises into
+# it: every hook swallows its own errors.  Standard library only; Python
+# 3.7 or later; torch 1.13 through 2.x.
+
+import os
+import sys
+
+
+def _ab_run_shadowed():
+    """Run the sitecustomize module that this file shadows, if any."""
+    import importlib.machinery
+    import importlib.util
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for entry in sys.path:
+        try:
+            if os.path.abspath(entry or ".") == here:
+                continue
+            spec = importlib.machinery.PathFinder.find_spec("sitecustomize", [entry])
+        except Exception:
+            continue
+        if spec is None or spec.loader is None:
+            continue
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:  # site.py's own behaviour: warn and go on
+            sys.stderr.write("Error in sitecustomize; set PYTHONVERBOSE for traceback:\n"
+                             "%s: %s\n" % (type(e).__name__, e))
+        return
+
+
+class _Probe(object):
+    def __init__(self, fd):
+        self.fd = fd
+        self.pid = os.getpid()
+        self.torch = None
+        self.primary = None      # the first optimizer that stepped
+        self.steps = 0
+        self.depth = 0           # nested step() calls count once
+        self.rank = None
+        self.world = None
+        self.bs = None           # batch size of the loader that yielded last
+        self.blen = None         # leading dimension of the last batch
+        self.batches = 0         # batches fetched since the last step
+        self.broken = False
+
+    # ------------------------------------------------------------ output
+
+    def emit(self, text):
+        if self.broken:
+            return
+        if os.getpid() != self.pid:   # a forked child (DataLoader worker)
+            self.pid = os.getpid()
+            self.primary = None
+            self.steps = 0
+        try:
+            os.write(self.fd, (text + "\n").encode("utf-8", "replace"))
+        except OSError as e:
+            self.broken = True
+            try:
+                sys.stderr.write("autobatch probe: cannot write its report (%s); "
+                                 "steps are read from the output instead\n" % e)
+            except Exception:
+                pass
+
+    def error(self, what):
+        self.emit('{"ab":"error","pid":%d,"what":%s}' % (os.getpid(), _json_str(what)))
+
+    # ------------------------------------------------------------ facts
+
+    def where(self):
+        """(rank, world) from torch.distributed once it is up, else the
+        launcher's environment."""
+        if self.world is not None:
+            return self.rank, self.world
+        rank, world = _env_int("RANK"), _env_int("WORLD_SIZE")
+        try:
+            dist = self.torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                rank, world = dist.get_rank(), dist.get_world_size()
+                self.rank, self.world = rank, world   # fixed from now on
+        except Exception:
+            pass
+        return (rank if rank is not None else 0), (world if world is not None else 1)
+
+    def memory(self):
+        """Peak bytes reserved and allocated since the last step, then reset."""
+        try:
+            cuda = self.torch.cuda
+            if not cuda.is_initialized():
+                return None, None
+            dev = cuda.current_device()
+            res = cuda.max_memory_reserved(dev)
+            alloc = cuda.max_memory_allocated(dev)
+            cuda.reset_peak_memory_stats(dev)
+            return res, alloc
+        except Exception:
+            return None, None
+
+    # ------------------------------------------------------------ hooks
+
+    def step_begin(self, opt):
+        self.depth += 1
+
+    def step_end(self, opt):
+        self.depth -= 1
+        if self.depth > 0:
+            return
+        self.depth = 0
+        if self.primary is None:
+            self.primary = id(opt)
+        elif id(opt) != self.primary:
+            return   # a second optimizer of the same iteration (GANs)
+        t = _monotonic()
+        self.steps += 1
+        rank, world = self.where()
+        res, alloc = self.memory()
+        self.emit('{"ab":"step","pid":%d,"rank":%d,"world":%d,"step":%d,"t":%.6f,'
+                  '"res":%s,"alloc":%s,"bs":%s,"blen":%s,"nb":%d}'
+                  % (self.pid, rank, world, self.steps, t, _num(res), _num(alloc),
+                     _num(self.bs), _num(self.blen), self.batches))
+        self.batches = 0
+
+    def batch(self, it, b):
+        self.batches += 1
+        self.bs = getattr(it, "_autobatch_bs", None)
+        self.blen = _leading_dim(b)
+
+
+def _monotonic():
+    import time
+    return time.monotonic()
+
+
+def _env_int(name):
+    try:
+        return int(os.environ[name])
+    except (KeyError, ValueError):
+        return None
+
+
+def _num(v):
+    return "null" if v is None else "%d" % v
+
+
+def _json_str(s):
+    import json
+    return json.dumps(str(s)[:300])
+
+
+def _leading_dim(b):
+    """The batch's size along its first axis, for a tensor, a dict or a
+    sequence of them; None when it cannot be told cheaply."""
+    for _ in range(3):
+        shape = getattr(b, "shape", None)
+        if shape is not None:
+            try:
+                return int(shape[0]) if len(shape) else None
+            except Exception:
+                return None
+        if isinstance(b, dict):
+            if not b:
+                return None
+            b = next(iter(b.values()))
+        elif isinstance(b, (list, tuple)):
+            if not b:
+                return None
+            b = b[0]
+        else:
+            return None
+    return None
+
+
+def _loader_batch_size(loader):
+    bs = getattr(loader, "batch_size", None)
+    if not isinstance(bs, int):
+        bs = getattr(getattr(loader, "batch_sampler", None), "batch_size", None)
+    return bs if isinstance(bs, int) and not isinstance(bs, bool) else None
+
+
+def _install(probe, torch):
+    probe.torch = torch
+    hook = "none"
+    try:
+        import importlib
+        optmod = importlib.import_module("torch.optim.optimizer")
+        if hasattr(optmod, "register_optimizer_step_post_hook"):
+            optmod.register_optimizer_step_pre_hook(
+                lambda opt, args, kwargs: _safe(probe.step_begin, opt))
+            optmod.register_optimizer_step_post_hook(
+                lambda opt, args, kwargs: _safe(probe.step_end, opt))
+            hook = "global"
+        else:
+            _wrap_optimizer_classes(probe, torch.optim.Optimizer)
+            hook = "wrap"
+    except Exception as e:
+        probe.error("optimizer hooks: %s" % e)
+    try:
+        _wrap_dataloader(probe, torch.utils.data)
+    except Exception as e:
+        probe.error("DataLoader hooks: %s" % e)
+    rank, _ = probe.where()
+    probe.emit('{"ab":"torch","pid":%d,"rank":%d,"version":%s,"hook":"%s"}'
+               % (os.getpid(), rank, _json_str(getattr(torch, "__version__", "?")), hook))
+
+
+def _safe(fn, *args):
+    try:
+        fn(*args)
+    except Exception:
+        pass
+    return None
+
+
+def _wrap_optimizer_classes(probe, base):
+    """torch < 2.0 has no global step hooks: wrap `step` of every
+    optimizer class when its first instance is made."""
+    orig_init = base.__init__
+
+    def wrap_step(cls):
+        if cls.__dict__.get("_autobatch_wrapped"):
+            return
+        step = getattr(cls, "step")
+
+        def step_wrapper(self, *args, **kwargs):
+            _safe(probe.step_begin, self)
+            try:
+                return step(self, *args, **kwargs)
+            finally:
+                _safe(probe.step_end, self)
+        step_wrapper.__wrapped__ = step
+        step_wrapper.__name__ = getattr(step, "__name__", "step")
+        step_wrapper.__doc__ = getattr(step, "__doc__", None)
+        cls.step = step_wrapper
+        cls._autobatch_wrapped = True
+
+    def init_wrapper(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        _safe(wrap_step, type(self))
+    init_wrapper.__wrapped__ = orig_init
+    base.__init__ = init_wrapper
+
+
+def _wrap_dataloader(probe, data):
+    loader_cls = data.DataLoader
+    iter_cls = data.dataloader._BaseDataLoaderIter
+    orig_iter = loader_cls.__iter__
+    orig_next = iter_cls.__next__
+
+    def iter_wrapper(self):
+        it = orig_iter(self)
+        try:
+            it._autobatch_bs = _loader_batch_size(self)
+        except Exception:
+            pass
+        return it
+
+    def next_wrapper(self):
+        b = orig_next(self)
+        try:
+            probe.batch(self, b)
+        except Exception:
+            pass
+        return b
+    loader_cls.__iter__ = iter_wrapper
+    iter_cls.__next__ = next_wrapper
+
+
+class _TorchFinder(object):
+    """Meta-path finder that sees `import torch` through and then installs
+    the probe, once.  Everything else goes to the other finders."""
+
+    def __init__(self, probe):
+        self.probe = probe
+        self.busy = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "torch" or self.busy:
+            return None
+        self.busy = True
+        try:
+            spec = None
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    break
+        finally:
+            self.busy = False
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        orig_exec = spec.loader.exec_module
+        probe = self.probe
+
+        def exec_module(module):
+            orig_exec(module)
+            try:
+                _install(probe, module)
+            except Exception as e:
+                probe.error("install: %s" % e)
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def _ab_start():
+    path = os.environ.get("AUTOBATCH_PROBE")
+    if not path:
+        return
+    import stat
+    flags = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        sys.stderr.write("autobatch probe: cannot open its report '%s' (%s); steps are read "
+                         "from the output instead\n" % (path, e.strerror))
+        return
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        sys.stderr.write("autobatch probe: its report '%s' is not a regular file; steps are "
+                         "read from the output instead\n" % path)
+        return
+    probe = _Probe(fd)
+    if "torch" in sys.modules:
+        _install(probe, sys.modules["torch"])
+    else:
+        sys.meta_path.insert(0, _TorchFinder(probe))
+
+
+_ab_run_shadowed()
+try:
+    _ab_start()
+except Exception as _e:  # never stop the trainer from starting
+    try:
+        sys.stderr.write("autobatch probe: not loaded (%s)\n" % _e)
+    except Exception:
+        pass

@@ -23,7 +23,7 @@ extern const size_t ab_presets_count;
 /* The order --preset auto tries them in: specific frameworks before the
  * generic ways, so that a Parler-TTS command is not taken for plain hf. */
 static const char *const preset_order[] = {
-    "f5-tts", "parler-tts", "coqui", "orpheus", "espnet", "deepspeed", "lightning",
+    "f5-tts-finetune", "f5-tts", "parler-tts", "coqui", "orpheus", "espnet", "deepspeed", "lightning",
     "accelerate", "hf", "hydra", "json", "yaml", "env", NULL,
 };
 

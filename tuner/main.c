@@ -291,9 +291,14 @@ static int ab_detect(const struct plan *plan, char *picked, size_t len)
 }
 
 /* A Hydra override's value in the command (`key=`, `+key=`, `++key=`; the
- * last wins), else the config file's value at key; malloc'd, or NULL. */
+ * last wins), else the config file's value at key, or a flag's value when
+ * key is `--flag`; malloc'd, or NULL. */
 static char *ab_setting(const struct ab_setup *s, char *const *cmd, const char *key)
 {
+    if (key[0] == '-') { /* a flag: --batch_size_type frame */
+        const char *f = inject_flag_value(cmd, key);
+        return f ? strdup(f) : NULL;
+    }
     size_t kl = strlen(key);
     const char *v = NULL;
     for (size_t i = 1; cmd[i]; i++) {

@@ -37,3 +37,24 @@ done
 grep -q '^AUTOBATCH_REPORT=/' "$WORK/vars" || fail "vars: AUTOBATCH_REPORT"
 assert_eq true "$(jqr '.max_fit[0].bounded_by == "batch.max"' "$WORK/vars.json")" "vars: bounded"
 pass "trial environment"
+
+# --preset auto picks the seed trainers' presets from their real command
+# lines and configs (the command here is a stand-in that exits 0 at once:
+# only the pick is checked, and a trial that trains nothing is no_steps).
+pick() { # want dir command...
+  local want=$1 dir=$2; shift 2
+  (cd "$dir" && "$AUTOBATCH" --preset auto --batch 1:1 --steps 1 --warmup 0 --no-cache -- "$@") \
+    >"$WORK/pick.out" 2>&1 || true
+  grep -q "picked '$want'" "$WORK/pick.out" || fail "auto: expected '$want': $(cat "$WORK/pick.out")"
+}
+mkdir -p "$WORK/coqui" "$WORK/orpheus" "$WORK/plain"
+cp "$AB_SOURCE_DIR/tests/corpus/coqui-TTS/tacotron2-DDC.json" "$WORK/coqui/config.json"
+sed -i 's/"max_seq_len": 153/"max_seq_len": Infinity/' "$WORK/coqui/config.json"
+grep -q '"max_seq_len": Infinity' "$WORK/coqui/config.json" || fail "auto: fixture lacks Infinity"
+printf 'TTS_dataset: x\nbatch_size: 1\nsave_folder: out\n' >"$WORK/orpheus/config.yaml"
+pick coqui "$WORK/coqui" sh -c 'exit 0' python -m TTS.bin.train_tts --config_path config.json
+pick orpheus "$WORK/orpheus" sh -c 'exit 0' python train.py
+pick f5-tts-finetune "$WORK/plain" sh -c 'exit 0' accelerate launch f5-tts_finetune-cli --batch_size_per_gpu 3200
+pick f5-tts "$WORK/plain" sh -c 'exit 0' accelerate launch src/f5_tts/train/train.py --config-name F5TTS_v1_Base
+pick parler-tts "$WORK/plain" sh -c 'exit 0' accelerate launch run_parler_tts_training.py "$AB_SOURCE_DIR/tests/corpus/parler-tts/starting_point_v1.json"
+pass "--preset auto picks coqui, orpheus, f5-tts-finetune, f5-tts and parler-tts"

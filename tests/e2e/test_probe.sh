@@ -99,4 +99,13 @@ SITE_MARK="$WORK/site.mark" PYTHONPATH="$WORK/site" "$AUTOBATCH" --quiet "${COMM
 grep -q ran "$WORK/site.mark" || fail "site: the user's sitecustomize did not run"
 assert_eq probe "$(jqr '.trials[0].steps_from' "$WORK/f.json")" "site: the probe loaded too"
 pass "the user's sitecustomize runs, and so does the probe"
+
+# --- a Python that skips the probe (-I ignores PYTHONPATH): steps come
+# from the training bar, and autobatch says once what it could not see
+"$AUTOBATCH" "${COMMON[@]}" --batch 2:4 --json "$WORK/g.json" -- "$PY" -I "$T" >"$WORK/g.out" 2>&1 \
+  || fail "no probe: exit $? $(tail -5 "$WORK/g.out")"
+assert_eq 0 "$(jqr '[.trials[] | select(.outcome != "fit" or .steps_from != "log" or .probe != null)] | length' \
+  "$WORK/g.json")" "no probe: fits measured from the output"
+assert_eq 1 "$(grep -c "probe did not load" "$WORK/g.out")" "no probe: said once"
+pass "without the probe, steps come from the training bar, and autobatch says so once"
 assert_no_leftovers

@@ -9,8 +9,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <jansson.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +26,7 @@
 #include "udiff.h"
 #include "inject.h"
 #include "inproc.h"
+#include "leftovers.h"
 #include "oom.h"
 #include "proctree.h"
 #include "gpu.h"
@@ -552,23 +553,6 @@ static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inj
 
 /* ------------------------------------------------------- trial scratch */
 
-static int ab_rm_entry(const char *path, const struct stat *sb, int type, struct FTW *f)
-{
-    (void)sb;
-    (void)f;
-    if (type == FTW_DP)
-        rmdir(path);
-    else
-        unlink(path); /* files, and links, which are never followed */
-    return 0;
-}
-
-/* rm -rf of a directory autobatch made; links in it are removed, never followed. */
-static void ab_remove_tree(const char *path)
-{
-    nftw(path, ab_rm_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-}
-
 /* An empty regular file of ours that the trial appends to, 0600. */
 static int ab_make_channel(const char *path)
 {
@@ -693,11 +677,21 @@ int main(int argc, char **argv)
         return AB_USAGE;
     }
 
+    /* Mark the scratch directory as ours, then sweep what killed runs
+     * left behind (their scratch directories, trial copies of the config). */
+    if (leftovers_mark(dir))
+        progress_note(&pg, "warning: cannot mark '%s' as this run's: %s", dir, strerror(errno));
+    struct leftovers_report lr;
+    if (leftovers_sweep(tmpbase && *tmpbase ? tmpbase : "/tmp", dir,
+                        setup.have_config ? setup.config_path : NULL, &lr) > 0)
+        progress_note(&pg, "removed what an earlier, killed run left: %d scratch director%s, %d "
+                           "trial cop%s of the config (first: %s)", lr.dirs,
+                      lr.dirs == 1 ? "y" : "ies", lr.copies, lr.copies == 1 ? "y" : "ies", lr.first);
     char probe_dir[4200];
     snprintf(probe_dir, sizeof probe_dir, "%s/probe", dir);
     if (!plan.no_probe && inproc_install(probe_dir, err, sizeof err)) {
         cli_error("in-process probe: %s", err);
-        ab_remove_tree(dir);
+        leftovers_remove_tree(dir);
         oom_table_release(&oom);
         ab_setup_release(&setup);
         return AB_USAGE;
@@ -717,7 +711,7 @@ int main(int argc, char **argv)
     struct space space;
     if (space_init(&space, &so, err, sizeof err)) {
         cli_error("%s", err);
-        ab_remove_tree(dir);
+        leftovers_remove_tree(dir);
         oom_table_release(&oom);
         ab_setup_release(&setup);
         return AB_USAGE;
@@ -750,11 +744,11 @@ int main(int argc, char **argv)
         ctx.workdir = setup.preset.config_fixed && !mkdir(wd0, 0700) ? wd0 : NULL;
         int bad = inject_build(&ctx, plan.command, environ, &c0, &t, err, sizeof err);
         inject_trial_release(&t);
-        ab_remove_tree(wd0);
+        leftovers_remove_tree(wd0);
         ctx.workdir = NULL;
         if (bad) {
             cli_error("%s", err);
-            ab_remove_tree(dir);
+            leftovers_remove_tree(dir);
             space_release(&space);
             oom_table_release(&oom);
             ab_setup_release(&setup);
@@ -843,7 +837,7 @@ int main(int argc, char **argv)
             (setup.preset.config_fixed && mkdir(wd, 0700)) ||
             (!plan.no_probe && ab_make_channel(probe))) {
             cli_error("cannot prepare trial %ld in '%s': %s", id, tdir, strerror(errno));
-            ab_remove_tree(tdir);
+            leftovers_remove_tree(tdir);
             status = AB_USAGE;
             break;
         }
@@ -856,7 +850,7 @@ int main(int argc, char **argv)
         struct inject_trial t = INJECT_TRIAL_INIT;
         if (inject_build(&ctx, plan.command, environ, &cand, &t, err, sizeof err)) {
             cli_error("%s", err);
-            ab_remove_tree(tdir);
+            leftovers_remove_tree(tdir);
             status = AB_USAGE;
             break;
         }
@@ -883,7 +877,7 @@ int main(int argc, char **argv)
         int rc = trial_run(&spec, &to, tr);
         /* The trial's tree is gone: its temporary config copies go too. */
         inject_trial_release(&t);
-        ab_remove_tree(tdir);
+        leftovers_remove_tree(tdir);
         if (rc) {
             cli_error("cannot start a trial: %s", strerror(errno));
             status = AB_USAGE;
@@ -943,6 +937,8 @@ int main(int argc, char **argv)
             .loader_batch = tr->loader_batch, .batches_per_step = tr->loader_batches_per_step,
             .peak_allocated_bytes = tr->peak_allocated_bytes,
         };
+        if (!res.teardown)
+            res.teardown = trial_isolated_name(tr->isolation);
         snprintf(rt.probe_torch, sizeof rt.probe_torch, "%s", tr->probe_torch);
         snprintf(rt.probe_hook, sizeof rt.probe_hook, "%s", tr->probe_hook);
         results_add_trial(&res, &rt);
@@ -1068,7 +1064,7 @@ int main(int argc, char **argv)
     }
     json_decref(doc);
     json_decref(baseline);
-    ab_remove_tree(dir);
+    leftovers_remove_tree(dir);
     free(tr);
     space_release(&space);
     results_release(&res);

@@ -306,6 +306,7 @@ json_t *results_to_json(const struct results *r)
                      "exit", r->exit_status, "interrupted", r->interrupted,
                      "preset", str_or_null(r->preset));
     if (doc) {
+        json_object_set_new(doc, "teardown", str_or_null(r->teardown));
         json_t *space = json_object_get(doc, "space");
         json_object_set_new(space, "unit", json_string(r->unit ? r->unit : "samples"));
         json_object_set_new(space, "headroom", json_real(r->headroom));

@@ -84,6 +84,7 @@ struct results {
     struct results_trial *trials; size_t ntrials;
     struct results_cell *cells; size_t ncells;
     struct results_contradiction *contra; size_t ncontra;
+    const char *teardown;    /**< "pid-namespace" or "process-tree" (static), or NULL */
     long best;               /**< index into trials, -1 when nothing chosen */
     double wall_s;
     int exit_status;

@@ -13,8 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +52,11 @@ const char *trial_outcome_name(enum trial_outcome o)
     case TRIAL_MISMATCH: return "knob_mismatch";
     }
     return "unknown";
+}
+
+const char *trial_isolated_name(enum trial_isolated i)
+{
+    return i == TRIAL_ISOLATED_PIDNS ? "pid-namespace" : "process-tree";
 }
 
 const char *trial_steps_from_name(enum trial_steps_from f)
@@ -182,8 +190,10 @@ struct trial_state {
     struct lbuf lb[2];
     struct tail report, probe;
     int fd[2];            /* read ends of stdout/stderr; -1 once at EOF */
-    pid_t pid;
-    int reaped, status;
+    pid_t pid;            /* the command, or the namespace's init */
+    int ns;               /* pid is a PID namespace's init */
+    int status_fd;        /* ns: the command's wait status comes up here */
+    int reaped, status;   /* the command has exited, with this status */
     double t0, exit_at, last_activity;
     int decided;          /* r->outcome is final */
     int stopping, killed, signalled;
@@ -487,10 +497,9 @@ static enum trial_outcome trial_classify_exit(struct trial_state *st)
 
 /* ---------------------------------------------------------------- spawn */
 
-static void trial_child(const struct trial_spec *spec, const struct trial_opts *o,
-                        int devnull, int out_w, int err_w, int exec_w, pid_t parent)
+/* Reset what the child inherited from us: dispositions, mask. */
+static void trial_reset_signals(void)
 {
-    /* Only async-signal-safe calls from here on. */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = SIG_DFL;
@@ -499,10 +508,12 @@ static void trial_child(const struct trial_spec *spec, const struct trial_opts *
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-        _exit(127); /* autobatch died before we got here */
+}
+
+/* The command itself: stdio, working directory, limits, exec. */
+static void trial_exec(const struct trial_spec *spec, const struct trial_opts *o,
+                       int devnull, int out_w, int err_w, int exec_w)
+{
     if (dup2(devnull, 0) < 0 || dup2(out_w, 1) < 0 || dup2(err_w, 2) < 0)
         goto fail;
     if (spec->cwd && chdir(spec->cwd))
@@ -520,6 +531,79 @@ fail:;
     _exit(127);
 }
 
+/* Without a namespace: the command is our child and its group's leader. */
+static void trial_child(const struct trial_spec *spec, const struct trial_opts *o,
+                        int devnull, int out_w, int err_w, int exec_w, pid_t parent)
+{
+    /* Only async-signal-safe calls from here on. */
+    trial_reset_signals();
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127); /* autobatch died before we got here */
+    trial_exec(spec, o, devnull, out_w, err_w, exec_w);
+}
+
+/*
+ * With a PID namespace: this is its init (PID 1).  It dies with autobatch
+ * (parent-death signal; the lifeline pipe closes if autobatch was already
+ * gone), and when it dies the kernel kills every process of the
+ * namespace, however deep, whatever it does with its signals.  It mounts
+ * a /proc of the namespace in a mount namespace of its own, so that the
+ * trainer's pids and /proc agree; starts the command in its own process
+ * group (so kill(-init) reaches the command, and init, which has no
+ * handlers, ignores everything but SIGKILL from outside); reaps every
+ * orphan of the namespace; sends the command's wait status up the status
+ * pipe; and exits once nothing is left.
+ */
+static void trial_init(const struct trial_spec *spec, const struct trial_opts *o, int devnull,
+                       int out_w, int err_w, int exec_w, int status_w, int life_r)
+{
+    trial_reset_signals();
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    struct pollfd lp = { life_r, POLLIN, 0 };
+    if (poll(&lp, 1, 0) != 0)
+        _exit(127); /* the write end is closed: autobatch is gone */
+    setpgid(0, 0);
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    pid_t cmd = fork();
+    if (cmd == 0) {
+        close(status_w);
+        close(life_r);
+        trial_exec(spec, o, devnull, out_w, err_w, exec_w);
+    }
+    if (cmd < 0) {
+        int e = errno;
+        ssize_t w = write(exec_w, &e, sizeof e);
+        (void)w;
+        _exit(127);
+    }
+    /* Hold nothing of the trial's: the output must reach EOF without us. */
+    close(exec_w);
+    close(out_w);
+    close(err_w);
+    close(devnull);
+    for (;;) {
+        int ws;
+        pid_t p = waitpid(-1, &ws, 0);
+        if (p == cmd) {
+            ssize_t w = write(status_w, &ws, sizeof ws);
+            (void)w;
+        } else if (p < 0 && errno != EINTR) {
+            _exit(0); /* ECHILD: the namespace is empty */
+        }
+    }
+}
+
+/* clone(2) as fork(2) (no new stack), into new PID and mount namespaces.
+ * -1 with errno when the kernel or our privileges do not allow it. */
+static pid_t trial_clone_ns(void)
+{
+    return (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_NEWPID | CLONE_NEWNS | SIGCHLD),
+                          NULL, NULL, NULL, NULL);
+}
+
 int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
               struct trial_result *r)
 {
@@ -535,10 +619,13 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     r->oom_numbers.gpu = -1;
 
     int out[2] = { -1, -1 }, err[2] = { -1, -1 }, ex[2] = { -1, -1 };
+    int stp[2] = { -1, -1 }, life[2] = { -1, -1 };
     int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0 || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || pipe2(ex, O_CLOEXEC)) {
+    if (devnull < 0 || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC) || pipe2(ex, O_CLOEXEC) ||
+        pipe2(stp, O_CLOEXEC) || pipe2(life, O_CLOEXEC)) {
         int e = errno;
-        int all[] = { devnull, out[0], out[1], err[0], err[1], ex[0], ex[1] };
+        int all[] = { devnull, out[0], out[1], err[0], err[1], ex[0], ex[1],
+                      stp[0], stp[1], life[0], life[1] };
         for (size_t i = 0; i < sizeof all / sizeof *all; i++)
             if (all[i] >= 0)
                 close(all[i]);
@@ -556,7 +643,16 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     sigprocmask(SIG_BLOCK, &block, &old);
     pid_t parent = getpid();
     double t0 = trial_now();
-    pid_t pid = fork();
+    int ns = 0;
+    pid_t pid = -1;
+    if (o->isolation != TRIAL_ISOLATE_NEVER) {
+        pid = trial_clone_ns();
+        if (pid == 0)
+            trial_init(spec, o, devnull, out[1], err[1], ex[1], stp[1], life[0]);
+        ns = pid > 0;
+    }
+    if (!ns)
+        pid = fork();
     if (pid == 0)
         trial_child(spec, o, devnull, out[1], err[1], ex[1], parent);
     int fork_errno = errno;
@@ -565,12 +661,19 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     close(out[1]);
     close(err[1]);
     close(ex[1]);
+    close(stp[1]);
+    close(life[0]);
     if (pid < 0) {
-        close(out[0]);
-        close(err[0]);
-        close(ex[0]);
+        int fds[] = { out[0], err[0], ex[0], stp[0], life[1] };
+        for (size_t i = 0; i < sizeof fds / sizeof *fds; i++)
+            close(fds[i]);
         errno = fork_errno;
         return -1;
+    }
+    r->isolation = ns ? TRIAL_ISOLATED_PIDNS : TRIAL_ISOLATED_TREE;
+    if (!ns) {
+        close(stp[0]);
+        stp[0] = -1;
     }
     /* Also from the parent, so kill(-pid) works even before the child ran. */
     setpgid(pid, pid);
@@ -588,12 +691,14 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
         .report = { o->report_path, -1, 0, LBUF_INIT(TRIAL_LBUF_CAP) },
         .probe = { o->probe_path, -1, 0, LBUF_INIT(TRIAL_LBUF_CAP) },
         .fd = { out[0], err[0] },
-        .pid = pid,
+        .pid = pid, .ns = ns, .status_fd = stp[0],
         .t0 = t0, .last_activity = t0,
         .target = o->target_steps,
     };
     fcntl(out[0], F_SETFL, O_NONBLOCK);
     fcntl(err[0], F_SETFL, O_NONBLOCK);
+    if (stp[0] >= 0)
+        fcntl(stp[0], F_SETFL, O_NONBLOCK);
     /* The rules were checked before the first trial (a bad regex is bad
      * input); should compiling fail here anyway, the output is not read
      * for steps and the trial can only end without them. */
@@ -610,7 +715,17 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
         double now = trial_now();
         int watched = 0, status = 0;
         long left = proctree_reap(pid, &status, &watched);
-        if (watched) {
+        if (st.ns && !st.reaped && st.status_fd >= 0) {
+            int ws;
+            if (read(st.status_fd, &ws, sizeof ws) == (ssize_t)sizeof ws) {
+                st.reaped = 1;
+                st.status = ws;
+                st.exit_at = now;
+            }
+        }
+        if (watched && !st.reaped) {
+            /* the command, or an init that died before it could say how
+             * the command ended (it was killed: then so was the command) */
             st.reaped = 1;
             st.status = status;
             st.exit_at = now;
@@ -696,6 +811,9 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
             close(st.fd[i]);
         lbuf_release(&st.lb[i]);
     }
+    if (st.status_fd >= 0)
+        close(st.status_fd);
+    close(life[1]); /* the trial's init, if still there, is gone: nothing holds it */
     struct tail *tails[] = { &st.report, &st.probe };
     for (size_t i = 0; i < 2; i++) {
         if (tails[i]->fd >= 0)

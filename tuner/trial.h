@@ -84,8 +84,20 @@ struct trial_hooks {
     void (*tick)(void *tick_ctx);
 };
 
+/** How the trial's processes are held together (see trial_run). */
+enum trial_isolation {
+    TRIAL_ISOLATE_AUTO = 0, /**< a PID namespace when the kernel allows it */
+    TRIAL_ISOLATE_NEVER,    /**< always the plain process tree */
+};
+enum trial_isolated {
+    TRIAL_ISOLATED_TREE = 0, /**< own process group + subreaper bookkeeping */
+    TRIAL_ISOLATED_PIDNS,    /**< a PID namespace whose init is ours */
+};
+const char *trial_isolated_name(enum trial_isolated i);
+
 struct trial_opts {
     const struct oom_table *oom; /**< signatures; required */
+    enum trial_isolation isolation;
     long target_steps;   /**< stop as a fit once this many steps were seen; 0 = never */
     long warmup_steps;   /**< steps left out of the timing */
     long extra_steps;    /**< a noisy trial may run this many more steps; 0 = never */
@@ -115,6 +127,7 @@ struct trial_result {
     double wall_s;       /**< start to fully reaped */
     double teardown_s;   /**< stop decision to fully reaped; 0 when it exited by itself */
     int teardown_incomplete; /**< a pipe stayed open past every bound */
+    enum trial_isolated isolation; /**< what held the trial's processes */
     int kernel_oom;      /**< the OOM evidence is a SIGKILL we did not send */
     int extended;        /**< ran extra steps because the timing was noisy */
     long steps_seen;     /**< highest step number seen */

@@ -35,8 +35,8 @@ pass "SIGTERM ignored: SIGKILL after ${td}s"
 "$AUTOBATCH" --quiet --batch 1:4 --json "$WORK/esc.json" -- \
   "$SIMTRAIN" --escape "$WORK/escaped.pid" --capacity 8G >"$WORK/esc.out" 2>&1 || fail "escape: exit $?"
 [ -s "$WORK/escaped.pid" ] || fail "escape: the grandchild never started"
-pid=$(cat "$WORK/escaped.pid")
-if kill -0 "$pid" 2>/dev/null; then fail "escape: grandchild $pid still alive"; fi
+# (the pid it wrote is its own view: in a PID namespace it is not ours;
+# the leftover check below finds every process of the test by its mark)
 [ "$(jqr '.summary.trials' "$WORK/esc.json")" -ge 3 ] || fail "escape: too few trials"
 assert_no_leftovers
-pass "escaped grandchild $pid killed"
+pass "escaped grandchild killed ($(jqr '.teardown' "$WORK/esc.json"))"

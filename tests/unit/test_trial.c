@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -148,9 +149,35 @@ static void test_sigterm_ignored_gets_sigkill(void **state)
     assert_true(res.teardown_s >= 0.5 && res.teardown_s < 3.0);
 }
 
-static void test_escaped_grandchild_is_killed(void **state)
+/* Live processes whose command line holds `mark`. */
+static int count_cmdline(const char *mark)
 {
-    (void)state;
+    int n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char path[300], buf[512];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t k = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        for (size_t i = 0; i < k; i++)
+            if (!buf[i])
+                buf[i] = ' ';
+        buf[k] = '\0';
+        n += strstr(buf, mark) != NULL;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void escaped_grandchild(enum trial_isolation iso)
+{
     char pidfile[] = "/tmp/ab-trial-pid-XXXXXX";
     int fd = mkstemp(pidfile);
     close(fd);
@@ -158,9 +185,10 @@ static void test_escaped_grandchild_is_killed(void **state)
     /* The grandchild leaves the process group (setsid), closes the pipes,
      * and its parent exits 0 at once. */
     snprintf(script, sizeof script,
-             "setsid sh -c 'echo $$ > %s; exec sleep 300' </dev/null >/dev/null 2>&1 & "
+             "setsid sh -c 'echo $$ > %s; exec sleep 3001' </dev/null >/dev/null 2>&1 & "
              "while [ ! -s %s ]; do sleep 0.01; done; exit 0", pidfile, pidfile);
     struct trial_opts o = opts();
+    o.isolation = iso;
     run_sh(script, &o, &res);
     assert_int_equal(res.outcome, TRIAL_NO_STEPS);
     FILE *f = fopen(pidfile, "r");
@@ -169,9 +197,23 @@ static void test_escaped_grandchild_is_killed(void **state)
     fclose(f);
     unlink(pidfile);
     assert_true(pid > 0);
-    assert_int_equal(kill(pid, 0), -1);
-    assert_int_equal(errno, ESRCH);
+    if (res.isolation == TRIAL_ISOLATED_TREE) {
+        /* the pid it wrote is ours to check */
+        assert_int_equal(kill(pid, 0), -1);
+        assert_int_equal(errno, ESRCH);
+    }
+    /* in a PID namespace the pid it wrote is the namespace's: look for it
+     * by its command line instead (both modes) */
+    assert_int_equal(count_cmdline("sleep 3001"), 0);
     assert_true(res.teardown_s > 0);
+}
+
+static void test_escaped_grandchild_is_killed(void **state)
+{
+    (void)state;
+    escaped_grandchild(TRIAL_ISOLATE_NEVER);
+    assert_int_equal(res.isolation, TRIAL_ISOLATED_TREE);
+    escaped_grandchild(TRIAL_ISOLATE_AUTO);
 }
 
 static void test_crash_keeps_tail(void **state)

@@ -1,0 +1,161 @@
+/*
+ * leftovers: sweeping up after runs that were killed (see leftovers.h).
+ */
+#include "leftovers.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Start time of pid in clock ticks since boot, or 0 when it is gone (or
+ * a zombie, which holds nothing). */
+static unsigned long long leftovers_starttime(long pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* comm may hold spaces and parentheses: fields start after the last ')' */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || p[2] == 'Z')
+        return 0;
+    p += 2;
+    for (int field = 3; field < 22 && p; field++) {
+        p = strchr(p, ' ');
+        if (p)
+            p++;
+    }
+    return p ? strtoull(p, NULL, 10) : 0;
+}
+
+int leftovers_mark(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/owner", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    char line[96];
+    int n = snprintf(line, sizeof line, "%ld %llu\n", (long)getpid(),
+                     leftovers_starttime((long)getpid()));
+    int rc = write(fd, line, (size_t)n) == n ? 0 : -1;
+    if (close(fd))
+        rc = -1;
+    return rc;
+}
+
+static int leftovers_rm(const char *path, const struct stat *sb, int type, struct FTW *f)
+{
+    (void)sb;
+    (void)f;
+    if (type == FTW_DP)
+        rmdir(path);
+    else
+        unlink(path); /* files, and links, which are never followed */
+    return 0;
+}
+
+void leftovers_remove_tree(const char *path)
+{
+    nftw(path, leftovers_rm, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* Is the run that wrote DIR/owner gone?  0 also when there is no owner
+ * file we can read: then it is not ours to judge. */
+static int leftovers_dead_owner(const char *dir)
+{
+    char path[PATH_MAX], buf[96];
+    snprintf(path, sizeof path, "%s/owner", dir);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    long pid;
+    unsigned long long start;
+    if (sscanf(buf, "%ld %llu", &pid, &start) != 2 || pid <= 0)
+        return 0;
+    unsigned long long now = leftovers_starttime(pid);
+    return now == 0 || now != start;
+}
+
+static void leftovers_note(struct leftovers_report *rep, const char *path)
+{
+    if (!rep->first[0])
+        snprintf(rep->first, sizeof rep->first, "%s", path);
+}
+
+int leftovers_sweep(const char *tmpbase, const char *self, const char *config_path,
+                    struct leftovers_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    DIR *d = opendir(tmpbase);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "autobatch-", 10) || strlen(e->d_name) != 16)
+            continue;
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", tmpbase, e->d_name);
+        struct stat st;
+        if (self && !strcmp(path, self))
+            continue;
+        if (lstat(path, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        if (leftovers_dead_owner(path)) {
+            leftovers_remove_tree(path);
+            leftovers_note(rep, path);
+            rep->dirs++;
+        }
+    }
+    if (d)
+        closedir(d);
+    if (!config_path)
+        return rep->dirs;
+
+    /* <stem>.autobatch-trial-<pid>-<trial><ext> beside the config */
+    char dbuf[PATH_MAX];
+    snprintf(dbuf, sizeof dbuf, "%s", config_path);
+    const char *cdir = dirname(dbuf);
+    d = opendir(cdir);
+    while (d && (e = readdir(d))) {
+        const char *m = strstr(e->d_name, ".autobatch-trial-");
+        if (!m)
+            continue;
+        char *end;
+        long pid = strtol(m + 17, &end, 10);
+        if (pid <= 0 || *end != '-' || pid == (long)getpid())
+            continue;
+        if (leftovers_starttime(pid) != 0)
+            continue; /* a live process has that pid: maybe a run beside ours */
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/%s", cdir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        if (!unlink(path)) {
+            leftovers_note(rep, path);
+            rep->copies++;
+        }
+    }
+    if (d)
+        closedir(d);
+    return rep->dirs + rep->copies;
+}

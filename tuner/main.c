@@ -28,6 +28,7 @@
 #include "inproc.h"
 #include "leftovers.h"
 #include "oom.h"
+#include "outq.h"
 #include "proctree.h"
 #include "gpu.h"
 #include "progress.h"
@@ -616,9 +617,24 @@ static void ab_explain_mismatch(const struct trial_result *r, long value, const 
               r->loader_batch, value, p->name, via[k->via], k->where ? k->where : "");
 }
 
+/* Each tick of a trial: sample the GPU, move queued output along. */
+static void ab_tick(void *ctx)
+{
+    gpu_tick(ctx);
+    outq_pump();
+}
+
+/* Give a slow reader of our output two seconds at exit, then drop the rest. */
+static void ab_flush_output(void)
+{
+    outq_finish(2.0);
+}
+
 int main(int argc, char **argv)
 {
     ab_sanitize_fds();
+    outq_install();
+    atexit(ab_flush_output);
     signal(SIGPIPE, SIG_IGN);
     if (argc > 1) {
         int rc = subcmd_dispatch(argc, argv);
@@ -868,7 +884,7 @@ int main(int argc, char **argv)
             .report_path = report, .probe_path = ctx.probe_path,
             .expect_batch = !strcmp(setup.unit, "samples") ? value : 0,
             .log_rules = &log_rules, .interrupt = &ab_interrupted,
-            .hooks = { &pg, progress_output, progress_step, &gpu, gpu_tick },
+            .hooks = { &pg, progress_output, progress_step, &gpu, ab_tick },
         };
         struct trial_spec spec = { t.argv.v, t.env.v, t.cwd };
         progress_trial_start(&pg, id, value, cell->grad_accum, cell->checkpointing,

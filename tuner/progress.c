@@ -4,6 +4,7 @@
  * that our lines and the command's passed-through bytes keep their order.
  */
 #include "progress.h"
+#include "outq.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -103,16 +104,11 @@ void progress_output(void *ctx, int stream, const char *data, size_t n)
         return;
     progress_clear(p);
     fflush(stderr);
-    /* Raw bytes, unbuffered: a 100 MB line passes through without being
-     * held in memory. */
-    while (n) {
-        ssize_t w = write(2, data, n);
-        if (w <= 0)
-            break;
-        data += w;
-        n -= (size_t)w;
-    }
-    p->at_bol = data[-1] == '\n';
+    /* Raw bytes: a 100 MB line passes through without being held in
+     * memory, and a reader that does not keep up costs a bounded queue,
+     * never a blocked loop (outq.h). */
+    outq_write(2, data, n);
+    p->at_bol = data[n - 1] == '\n';
     progress_draw(p);
 }
 

@@ -211,9 +211,9 @@ static enum cli_status cli_range(const char *arg, struct plan *p)
 /* "5" or "5%", from 0 to max, as a fraction. */
 static int cli_percent(const char *arg, double max, double *out)
 {
-    char *end;
-    double v = strtod(arg, &end);
-    if (end == arg || (*end && strcmp(end, "%")) || !(v >= 0) || v > max)
+    const char *end;
+    double v;
+    if (units_decimal(arg, &v, &end) || (*end && strcmp(end, "%")) || v > max)
         return -1;
     *out = v / 100.0;
     return 0;
@@ -223,6 +223,12 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
 {
     double d = 0;
     long n = 0;
+    static const enum opt_id paths[] = { O_JSON, O_MARKDOWN, O_JUNIT, O_HTML, O_CONFIG,
+                                         O_BASELINE, O_PRESET };
+    for (size_t i = 0; arg && i < sizeof paths / sizeof *paths; i++)
+        if (o->id == paths[i] && !*arg)
+            return cli_bad("--%s: the value is empty; give a file name%s", o->name,
+                           o->id == O_JSON || o->id == O_MARKDOWN ? " or - for stdout" : "");
     if (o->kind == OPT_DURATION && units_duration(arg, &d))
         return cli_bad("--%s '%s': not a duration; use e.g. 90s, 10m or 2h", o->name, arg);
     if (o->kind == OPT_COUNT && units_long(arg, o->id == O_WARMUP ? 0 : 1, 1000000000L, &n))

@@ -385,6 +385,33 @@ static int ab_check_knobs(const struct plan *plan, const struct ab_setup *s)
     return 0;
 }
 
+/*
+ * An interpreter's script must be readable before the first trial (cli.c
+ * already checked that the command itself runs); otherwise every trial
+ * would be a "crash".
+ */
+static int ab_check_command(char *const *cmd)
+{
+    const char *a0 = cmd[0];
+    const char *b = strrchr(a0, '/');
+    b = b ? b + 1 : a0;
+    int interp = !strncmp(b, "python", 6) || !strcmp(b, "bash") || !strcmp(b, "sh");
+    for (size_t i = 1; interp && cmd[i]; i++) {
+        const char *a = cmd[i];
+        if (!strcmp(a, "-m") || !strcmp(a, "-c") || !strcmp(a, "-"))
+            break; /* a module, a command string, stdin: nothing to check */
+        if (a[0] == '-')
+            continue;
+        if (access(a, R_OK)) {
+            cli_error("cannot read the script '%s': %s; check the command after --", a,
+                      strerror(errno));
+            return -1;
+        }
+        break;
+    }
+    return 0;
+}
+
 static int ab_setup(struct plan *plan, struct ab_setup *s, struct progress *pg)
 {
     char err[512], picked[64];
@@ -431,6 +458,14 @@ static int ab_setup(struct plan *plan, struct ab_setup *s, struct progress *pg)
         }
         s->have_config = 1;
     }
+    if (plan->write && s->config_path &&
+        (access(s->config_path, W_OK) || afile_check_writable(s->config_path, err, sizeof err))) {
+        cli_error("--write: cannot write '%s': %s; make it writable or drop --write",
+                  s->config_path, access(s->config_path, W_OK) ? strerror(errno) : err);
+        return -1;
+    }
+    if (ab_check_command(plan->command))
+        return -1;
     if (preset_uses_accelerate(&s->preset) && plan->checkpointing_searched) {
         s->accel_path = inject_flag_value(plan->command, "--config_file");
         if (!s->accel_path) {
@@ -851,7 +886,7 @@ int main(int argc, char **argv)
         int want_out = setup.preset.knobs[KNOB_OUTPUT_DIR].via != VIA_NONE;
         if (mkdir(tdir, 0700) || (want_out && mkdir(outdir, 0700)) ||
             (setup.preset.config_fixed && mkdir(wd, 0700)) ||
-            (!plan.no_probe && ab_make_channel(probe))) {
+            ab_make_channel(report) || (!plan.no_probe && ab_make_channel(probe))) {
             cli_error("cannot prepare trial %ld in '%s': %s", id, tdir, strerror(errno));
             leftovers_remove_tree(tdir);
             status = AB_USAGE;
@@ -926,6 +961,8 @@ int main(int argc, char **argv)
                                "torch, PYTHONPATH reset, or python -S/-I); steps come from %s",
                           tr->steps_from == STEPS_FROM_REPORT ? "$AUTOBATCH_REPORT" : "the output");
         }
+        if (tr->tail_note[0])
+            progress_note(&pg, "warning: %s", tr->tail_note);
         if (tr->probe_error[0] && !noted_probe_error) {
             noted_probe_error = 1;
             progress_note(&pg, "the in-process probe could not see everything: %s", tr->probe_error);

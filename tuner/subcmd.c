@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -374,6 +375,11 @@ int subcmd_outputs_check(const struct plan *plan, json_t **baseline)
     *baseline = NULL;
     if (plan->baseline_path && !(*baseline = baseline_load(plan->baseline_path, err, sizeof err))) {
         cli_error("--baseline: %s; give a results file written by --json", err);
+        return EXIT_USAGE;
+    }
+    if (plan->webhook_url && strncasecmp(plan->webhook_url, "https://", 8) &&
+        strncasecmp(plan->webhook_url, "http://", 7)) {
+        cli_error("--webhook: only http:// and https:// URLs are posted to; check the URL");
         return EXIT_USAGE;
     }
     enum webhook_format f;

@@ -17,6 +17,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -429,6 +430,32 @@ static void trial_on_probe(void *ctx, const char *line, size_t len, int truncate
     trial_note_step(st, before, -1);
 }
 
+/* Open a tailed file: only a regular file, never through a link; a
+ * FIFO, a device or a link in its place is given up on (said once in the
+ * result), so a read can never block or run forever.  -1: not open. */
+static int trial_open_tail(struct trial_state *st, struct tail *tl)
+{
+    tl->fd = open(tl->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (tl->fd < 0) {
+        if (errno == ELOOP || errno == ENXIO) {
+            snprintf(st->r->tail_note, sizeof st->r->tail_note,
+                     "'%s' was replaced by a link or a socket; it is ignored", tl->path);
+            tl->path = NULL;
+        }
+        return -1; /* not written yet, or given up */
+    }
+    struct stat sb;
+    if (fstat(tl->fd, &sb) || !S_ISREG(sb.st_mode)) {
+        snprintf(st->r->tail_note, sizeof st->r->tail_note,
+                 "'%s' is not a regular file; it is ignored", tl->path);
+        close(tl->fd);
+        tl->fd = -1;
+        tl->path = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* Read what was appended to a tailed file since last time.  The file is
  * one autobatch made (a regular file in its own directory); a read is
  * bounded so one tick never stalls on a huge append. */
@@ -437,11 +464,8 @@ static void trial_poll_tail(struct trial_state *st, struct tail *tl,
 {
     if (!tl->path)
         return;
-    if (tl->fd < 0) {
-        tl->fd = open(tl->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        if (tl->fd < 0)
-            return; /* not written yet */
-    }
+    if (tl->fd < 0 && trial_open_tail(st, tl))
+        return;
     char buf[16384];
     for (int rounds = 0; rounds < 64; rounds++) {
         ssize_t n = pread(tl->fd, buf, sizeof buf, tl->off);
@@ -699,6 +723,12 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     fcntl(err[0], F_SETFL, O_NONBLOCK);
     if (stp[0] >= 0)
         fcntl(stp[0], F_SETFL, O_NONBLOCK);
+    /* Files autobatch made before the trial are opened now, so that the
+     * trainer replacing them later cannot make us read something else. */
+    if (st.report.path)
+        trial_open_tail(&st, &st.report);
+    if (st.probe.path)
+        trial_open_tail(&st, &st.probe);
     /* The rules were checked before the first trial (a bad regex is bad
      * input); should compiling fail here anyway, the output is not read
      * for steps and the trial can only end without them. */

@@ -147,6 +147,7 @@ struct trial_result {
     long loader_batches_per_step; /**< median batches fetched per optimizer step; -1 unknown */
     int64_t peak_allocated_bytes; /**< CUDA peak allocated over ranks; -1 unknown */
     char log_seen[256];       /**< what the output showed, when no step was found */
+    char tail_note[300];      /**< a report/probe file given up on, or "" */
     char evidence[TRIAL_LINE_MAX]; /**< the OOM line, or the crash's last line */
     const char *oom_name; /**< signature name for TRIAL_OOM by message */
     struct oom_numbers oom_numbers; /**< numbers parsed from the OOM line */

@@ -76,7 +76,17 @@ int units_size(const char *s, uint64_t *bytes)
 
 int units_long(const char *s, long min, long max, long *out)
 {
-    if (!s || !*s || isspace((unsigned char)*s))
+    /* Digits only (a leading '-' where negatives are allowed): no sign,
+     * no spaces, no hex, no trailing junk. */
+    if (!s || !*s)
+        return -1;
+    for (const char *p = s + (*s == '-' && min < 0); ; p++) {
+        if (!*p)
+            break;
+        if (!isdigit((unsigned char)*p))
+            return -1;
+    }
+    if (*s == '-' && !s[1])
         return -1;
     char *e;
     errno = 0;
@@ -85,4 +95,9 @@ int units_long(const char *s, long min, long max, long *out)
         return -1;
     *out = v;
     return 0;
+}
+
+int units_decimal(const char *s, double *v, const char **end)
+{
+    return units_number(s, v, end);
 }

@@ -21,4 +21,11 @@ int units_size(const char *s, uint64_t *bytes);
 /** Parse a whole number in [min, max].  Returns 0, or -1. */
 int units_long(const char *s, long min, long max, long *out);
 
+/**
+ * A plain non-negative decimal ("5", "0.25") at the start of s: no sign,
+ * no leading space, no hex, no exponent.  *end gets what follows.
+ * Returns 0, or -1 when s does not start with one.
+ */
+int units_decimal(const char *s, double *v, const char **end);
+
 #endif

@@ -47,3 +47,32 @@ bad "takes no value" --quiet=yes -- "${cmd[@]}"
 "$AUTOBATCH" --help | grep -q "Examples:" || fail "--help has no examples"
 "$AUTOBATCH" --version | grep -q "^autobatch [0-9]" || fail "--version"
 pass "--help, --version"
+
+# Strict numbers: no hex, no spaces, no signs, no trailing junk.
+bad "a percentage" --headroom 0x10 -- "${cmd[@]}"
+bad "a percentage" --headroom " 5" -- "${cmd[@]}"
+bad "a percentage" --headroom 5x -- "${cmd[@]}"
+bad "expected a whole number" --steps +5 -- "${cmd[@]}"
+bad "expected a whole number" --steps " 5" -- "${cmd[@]}"
+bad "expected MIN:MAX" --batch 0x1:8 -- "${cmd[@]}"
+# Inputs found only after every trial before: now before the first one.
+bad "only http:// and https://" --webhook ftp://example.invalid/hook -- "${cmd[@]}"
+printf 'print("hi")\n' > "$WORK/unreadable.py"
+chmod 000 "$WORK/unreadable.py"
+if ! [ -r "$WORK/unreadable.py" ]; then  # root reads anything: skip there
+  bad "cannot read the script" -- python3 "$WORK/unreadable.py"
+fi
+bad "cannot read the script" -- python3 "$WORK/missing.py" --flag
+printf '{"per_device_train_batch_size": 4}\n' > "$WORK/ro.json"
+chmod 444 "$WORK/ro.json"
+chattr +i "$WORK/ro.json" 2>/dev/null && immutable=1 || immutable=0
+if ! [ -w "$WORK/ro.json" ]; then
+  bad "--write: cannot write" --preset json --config "$WORK/ro.json" --write -- "${cmd[@]}" "$WORK/ro.json"
+else
+  # root writes read-only files: a read-only directory stops the atomic rename
+  mkdir -p "$WORK/rodir" && cp "$WORK/ro.json" "$WORK/rodir/c.json" && chmod 555 "$WORK/rodir"
+  if touch "$WORK/rodir/probe" 2>/dev/null; then rm -f "$WORK/rodir/probe"; echo "skip: --write check (root on this fs)";
+  else bad "--write: cannot write" --preset json --config "$WORK/rodir/c.json" --write -- "${cmd[@]}" "$WORK/rodir/c.json"; fi
+fi
+[ "$immutable" = 1 ] && chattr -i "$WORK/ro.json"
+bad "the value is empty" --json "" -- "${cmd[@]}"

@@ -21,3 +21,22 @@ worst=$(jqr '[.trials[] | select(.outcome == "oom") | .teardown_s] | max' "$WORK
 awk -v t="$worst" 'BEGIN { exit !(t < 1.0) }' || fail "OOM teardown took ${worst}s with a stalled stderr"
 assert_no_leftovers
 pass "stalled stderr: $(jqr '.summary.trials' "$WORK/s.json") trials in $(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b-a}')s, OOM teardown ${worst}s"
+
+# Hostile report files: $AUTOBATCH_REPORT replaced by a FIFO, by a link to
+# /dev/zero, or grown into a 20 GB sparse file.  None may block or stall
+# the search (the file autobatch made is opened before the trial starts,
+# regular files only, never through a link; reads are bounded per tick).
+for how in fifo zero sparse; do
+  case $how in
+    fifo) prep='rm -f "$AUTOBATCH_REPORT"; mkfifo "$AUTOBATCH_REPORT"' ;;
+    zero) prep='rm -f "$AUTOBATCH_REPORT"; ln -s /dev/zero "$AUTOBATCH_REPORT"' ;;
+    sparse) prep='truncate -s 20G "$AUTOBATCH_REPORT"' ;;
+  esac
+  rc=0
+  timeout 120 "$AUTOBATCH" --quiet --batch 1:64 --json "$WORK/h-$how.json" -- \
+    sh -c "$prep; exec \"\$@\"" sh "$SIMTRAIN" --capacity 8G >"$WORK/h-$how.out" 2>&1 || rc=$?
+  assert_eq 0 "$rc" "report replaced ($how): exit status"
+  assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$WORK/h-$how.json")" "report replaced ($how): answer"
+done
+assert_no_leftovers
+pass "a report file replaced by a FIFO, a link to /dev/zero or a 20 GB sparse file stalls nothing"

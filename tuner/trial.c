@@ -87,10 +87,27 @@ struct series {
     size_t n, alloc;
 };
 
+/*
+ * A trainer's step numbers are believed only as far as a trial can have
+ * run them: counts are relative to the first point of the series (a
+ * resumed trainer starts high), and no point may claim more than
+ * TRIAL_STEPS_PER_S steps per second since the trial began, plus a start.
+ * A line that says step 2^61 or 10^8 is ignored, so it can neither size
+ * anything nor end a trial as a fit with an absurd rate.
+ */
+#define TRIAL_STEPS_PER_S 1000.0
+#define TRIAL_STEPS_SLACK 100
+
 static void series_add(struct series *s, double t, long step)
 {
     if (s->n && step <= s->step[s->n - 1])
         return; /* only progress counts */
+    if (s->n) {
+        double since = t - s->t[0];
+        double most = (since > 0 ? since : 0) * TRIAL_STEPS_PER_S + TRIAL_STEPS_SLACK;
+        if ((double)(step - s->step[0]) > most)
+            return;
+    }
     if (s->n == s->alloc) {
         if (s->alloc >= TRIAL_SERIES_MAX)
             return;
@@ -110,9 +127,22 @@ static void series_add(struct series *s, double t, long step)
     s->n++;
 }
 
+/*
+ * Steps done in this trial up to point i.  A first point that is a
+ * plausible fresh count (at most TRIAL_STEPS_SLACK) is taken as it is; a
+ * higher one is a global count carried over (a resumed trainer, or a
+ * line claiming 10^8): it counts as one step, and only progress from it
+ * counts after it.
+ */
+static long series_count_at(const struct series *s, size_t i)
+{
+    long first = s->step[0];
+    return s->step[i] - first + (first <= TRIAL_STEPS_SLACK ? first : 1);
+}
+
 static long series_last(const struct series *s)
 {
-    return s->n ? s->step[s->n - 1] : 0;
+    return s->n ? series_count_at(s, s->n - 1) : 0;
 }
 
 static void series_release(struct series *s)
@@ -122,54 +152,69 @@ static void series_release(struct series *s)
     memset(s, 0, sizeof *s);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int cmp_long(const void *a, const void *b)
 {
     long x = *(const long *)a, y = *(const long *)b;
     return (x > y) - (x < y);
 }
 
-static double median_of(double *v, size_t n)
+/* One interval of a series: its time per step and how many steps it spans. */
+struct span {
+    double per;
+    long steps;
+};
+
+static int cmp_span(const void *a, const void *b)
 {
-    qsort(v, n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double x = ((const struct span *)a)->per, y = ((const struct span *)b)->per;
+    return (x > y) - (x < y);
+}
+
+/* The median of spans weighted by their steps (sorts v). */
+static double weighted_median(struct span *v, size_t n, long total)
+{
+    qsort(v, n, sizeof *v, cmp_span);
+    long seen = 0;
+    for (size_t i = 0; i < n; i++) {
+        seen += v[i].steps;
+        if (2 * seen == total && i + 1 < n)
+            return (v[i].per + v[i + 1].per) / 2; /* an even split: the middle */
+        if (2 * seen >= total)
+            return v[i].per;
+    }
+    return n ? v[n - 1].per : -1;
 }
 
 /*
  * Per-step times after warm-up: each interval between two points that
- * starts at or after the warm-up counts once per step it spans, because a
- * tqdm bar redrawn at most every 0.1 s may skip steps.
+ * starts at or after the warm-up counts once per step it spans (a tqdm
+ * bar redrawn at most every 0.1 s may skip steps), as a weight: nothing
+ * is expanded per step, so memory is linear in the points seen.
  */
 static void series_timing(const struct series *s, long warmup, struct trial_result *r)
 {
-    size_t cap = 0;
-    for (size_t i = 1; i < s->n; i++)
-        if (s->step[i - 1] >= warmup)
-            cap += (size_t)(s->step[i] - s->step[i - 1]);
-    r->steps_measured = (long)cap;
-    if (!cap)
-        return;
-    double *v = malloc(cap * sizeof *v), *dev = malloc(cap * sizeof *dev);
-    if (v && dev) {
-        size_t k = 0;
-        for (size_t i = 1; i < s->n; i++) {
-            if (s->step[i - 1] < warmup)
-                continue;
-            long ds = s->step[i] - s->step[i - 1];
-            double per = (s->t[i] - s->t[i - 1]) / (double)ds;
-            for (long j = 0; j < ds; j++)
-                v[k++] = per;
+    size_t k = 0;
+    long total = 0;
+    struct span *v = s->n > 1 ? malloc((s->n - 1) * sizeof *v) : NULL;
+    struct span *dev = s->n > 1 ? malloc((s->n - 1) * sizeof *dev) : NULL;
+    for (size_t i = 1; v && dev && i < s->n; i++) {
+        if (series_count_at(s, i - 1) < warmup)
+            continue;
+        long ds = s->step[i] - s->step[i - 1];
+        v[k].per = (s->t[i] - s->t[i - 1]) / (double)ds;
+        v[k].steps = ds;
+        total += ds;
+        k++;
+    }
+    r->steps_measured = total;
+    if (k) {
+        double med = weighted_median(v, k, total);
+        for (size_t i = 0; i < k; i++) {
+            dev[i].per = fabs(v[i].per - med);
+            dev[i].steps = v[i].steps;
         }
-        double med = median_of(v, k);
-        for (size_t i = 0; i < k; i++)
-            dev[i] = fabs(v[i] - med);
         r->step_time_s = med;
-        r->step_time_mad_s = median_of(dev, k);
+        r->step_time_mad_s = weighted_median(dev, k, total);
     }
     free(v);
     free(dev);

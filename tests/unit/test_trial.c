@@ -272,6 +272,33 @@ static void test_steps_end_a_fit(void **state)
     assert_true(res.step_time_s > 0.01 && res.step_time_s < 1.0);
 }
 
+/* A report line that claims 10^8 or 2^61 steps sizes nothing and makes
+ * no fit: steps count only as fast as a trial can run them. */
+static void test_absurd_step_numbers_ignored(void **state)
+{
+    (void)state;
+    char report[] = "/tmp/ab-trial-absurd-XXXXXX";
+    int fd = mkstemp(report);
+    close(fd);
+    struct trial_opts o = opts();
+    o.target_steps = 6;
+    o.warmup_steps = 1;
+    o.report_path = report;
+    char script[768];
+    snprintf(script, sizeof script,
+             "echo '{\"step\": 1, \"time\": 1}' >> %s; "
+             "echo '{\"step\": 100000000, \"time\": 1.5}' >> %s; "
+             "echo '{\"step\": 2305843009213693952, \"time\": 1.6}' >> %s; "
+             "for i in 2 3 4 5 6; do echo \"{\\\"step\\\": $i, \\\"time\\\": $i}\" >> %s; done; "
+             "sleep 60", report, report, report, report);
+    run_sh(script, &o, &res);
+    unlink(report);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.steps_seen, 6);
+    assert_int_equal(res.steps_measured, 5);
+    assert_true(res.step_time_s > 0.999 && res.step_time_s < 1.001);
+}
+
 static void test_noisy_trial_runs_longer(void **state)
 {
     (void)state;
@@ -383,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_hang_and_timeout),
         cmocka_unit_test(test_steps_end_a_fit),
         cmocka_unit_test(test_report_file_is_authoritative),
+        cmocka_unit_test(test_absurd_step_numbers_ignored),
         cmocka_unit_test(test_noisy_trial_runs_longer),
         cmocka_unit_test(test_spawn_failure),
         cmocka_unit_test(test_interrupt),

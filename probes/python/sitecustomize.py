@@ -204,7 +204,10 @@ def _loader_batch_size(loader):
 
 
 def _install(probe, torch):
+    if probe.torch is not None:
+        return  # once: the finder and the import wrapper may both get here
     probe.torch = torch
+    _unwrap_import(probe)
     hook = "none"
     try:
         import importlib
@@ -332,6 +335,38 @@ class _TorchFinder(object):
         return spec
 
 
+def _wrap_import(probe):
+    """A second way to see torch arrive: another meta-path finder put in
+    front of ours (import hooks of typeguard, beartype, ...) can load torch
+    without asking ours.  Until the probe is installed, every import
+    statement checks whether torch has finished loading; then the wrapper
+    takes itself out again."""
+    import builtins
+    orig = builtins.__import__
+
+    def import_wrapper(name, *args, **kwargs):
+        module = orig(name, *args, **kwargs)
+        if probe.torch is None:
+            t = sys.modules.get("torch")
+            spec = getattr(t, "__spec__", None)
+            if t is not None and not getattr(spec, "_initializing", False):
+                try:
+                    _install(probe, t)
+                except Exception as e:
+                    probe.error("install: %s" % e)
+        return module
+    probe.import_orig = orig
+    probe.import_wrapper = import_wrapper
+    builtins.__import__ = import_wrapper
+
+
+def _unwrap_import(probe):
+    import builtins
+    wrapper = getattr(probe, "import_wrapper", None)
+    if wrapper is not None and builtins.__import__ is wrapper:
+        builtins.__import__ = probe.import_orig
+
+
 def _ab_start():
     path = os.environ.get("AUTOBATCH_PROBE")
     if not path:
@@ -354,6 +389,7 @@ def _ab_start():
         _install(probe, sys.modules["torch"])
     else:
         sys.meta_path.insert(0, _TorchFinder(probe))
+        _wrap_import(probe)
 
 
 _ab_run_shadowed()

@@ -109,3 +109,19 @@ assert_eq 0 "$(jqr '[.trials[] | select(.outcome != "fit" or .steps_from != "log
 assert_eq 1 "$(grep -c "probe did not load" "$WORK/g.out")" "no probe: said once"
 pass "without the probe, steps come from the training bar, and autobatch says so once"
 assert_no_leftovers
+
+# --- an import hook of the trainer's own in front of the probe's (Coqui's
+# dependencies install one): torch is still seen, through the import wrapper
+cat >"$WORK/hooked.py" <<PYEOF
+import importlib.machinery, runpy, sys
+class First:
+    def find_spec(self, name, path=None, target=None):
+        return importlib.machinery.PathFinder.find_spec(name, path) if name == "torch" else None
+sys.meta_path.insert(0, First())
+sys.argv = ["$T"] + sys.argv[1:]
+runpy.run_path("$T", run_name="__main__")
+PYEOF
+"$AUTOBATCH" --quiet "${COMMON[@]}" --batch 2:2 --json "$WORK/h.json" -- "$PY" "$WORK/hooked.py" \
+  >"$WORK/h.out" 2>&1 || fail "hooked: exit $? $(tail -5 "$WORK/h.out")"
+assert_eq probe "$(jqr '.trials[0].steps_from' "$WORK/h.json")" "hooked: steps from the probe"
+pass "an import hook in front of the probe's does not hide torch from it"

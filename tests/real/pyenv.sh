@@ -24,7 +24,9 @@ if [ ! -f "$venv/.complete" ]; then
   rm -rf "$venv"
   echo "pyenv: building $venv (first run only; several GB from PyPI)" >&2
   "$base" -m venv "$venv" >&2
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-input \
+  # --no-deps: the file pins every package (see its header for why the
+  # resolver is not used); nothing else is installed.
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-input --no-deps \
     -r "$req" >&2
   touch "$venv/.complete"
 fi

@@ -248,6 +248,13 @@ static int rdoc_load(struct rdoc *d, const json_t *root, char *err, size_t errle
     d->unit = jstr(d->space, "unit");
     if (!d->unit || !*d->unit)
         d->unit = "samples";
+    /* The unit goes into every format unquoted ("frames/s", table heads,
+     * chart labels): only a plain word is taken from the file; anything
+     * else (markup, table pipes, newlines) becomes a neutral word. */
+    if (strlen(d->unit) > 32 || strspn(d->unit, "abcdefghijklmnopqrstuvwxyz"
+                                               "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                                    strlen(d->unit))
+        d->unit = "units";
     d->started_at = jstr(root, "started_at");
     d->preset = jstr(root, "preset");
     if (!d->preset)

@@ -241,6 +241,35 @@ static void test_junit_escaping(void **state)
     json_decref(doc);
 }
 
+/* The batch unit reached every format unescaped: a hostile one is
+ * replaced by a neutral word in all three. */
+static void test_hostile_unit(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-h100.json");
+    json_object_set_new(json_object_get(doc, "space"), "unit",
+                        json_string("<script>alert(1)</script>|x\n# y"));
+    enum report_format fs[] = { REPORT_HTML, REPORT_MARKDOWN, REPORT_JUNIT };
+    for (size_t i = 0; i < 3; i++) {
+        size_t len;
+        char *out = render(doc, fs[i], &len);
+        assert_null(strstr(out, "<script"));
+        assert_null(strstr(out, "alert(1)"));
+        assert_non_null(strstr(out, "units"));
+        if (fs[i] == REPORT_JUNIT) {
+            struct junit_seen js;
+            junit_parse(out, len, &js);
+        }
+        free(out);
+    }
+    /* An ordinary unit is kept. */
+    json_object_set_new(json_object_get(doc, "space"), "unit", json_string("frames"));
+    char *md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "frames/s"));
+    free(md);
+    json_decref(doc);
+}
+
 /* Invalid UTF-8 cannot come from jansson, but U+FFFE can: XML forbids it. */
 static void test_junit_xml_forbidden_chars(void **state)
 {
@@ -638,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_junit_counts),
         cmocka_unit_test(test_junit_oom_evidence),
         cmocka_unit_test(test_junit_escaping),
+        cmocka_unit_test(test_hostile_unit),
         cmocka_unit_test(test_junit_xml_forbidden_chars),
         cmocka_unit_test(test_markdown_golden),
         cmocka_unit_test(test_markdown_content),

@@ -16,20 +16,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The start of a small file (never through a link), NUL-terminated; -1
+ * when it cannot be read or is empty. */
+static int leftovers_read(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
 /* Start time of pid in clock ticks since boot, or 0 when it is gone (or
  * a zombie, which holds nothing). */
 static unsigned long long leftovers_starttime(long pid)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (leftovers_read(path, buf, sizeof buf))
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     /* comm may hold spaces and parentheses: fields start after the last ')' */
     char *p = strrchr(buf, ')');
     if (!p || p[1] != ' ' || p[2] == 'Z')
@@ -81,14 +90,8 @@ static int leftovers_dead_owner(const char *dir)
 {
     char path[PATH_MAX], buf[96];
     snprintf(path, sizeof path, "%s/owner", dir);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
+    if (leftovers_read(path, buf, sizeof buf))
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
     long pid;
     unsigned long long start;
     if (sscanf(buf, "%ld %llu", &pid, &start) != 2 || pid <= 0)

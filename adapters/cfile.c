@@ -115,6 +115,14 @@ int cfile_changed(const struct cfile *f)
 
 int cfile_save(const struct cfile *f, const char *path, char *err, size_t errlen)
 {
+    mode_t um = umask(0);
+    umask(um);
+    return cfile_save_mode(f, path, 0666 & ~um, err, errlen);
+}
+
+int cfile_save_mode(const struct cfile *f, const char *path, unsigned new_mode, char *err,
+                    size_t errlen)
+{
     /* A file nobody may write is one its owner does not want changed;
      * replacing it by rename would succeed, so ask first.  (root passes
      * access(W_OK) for any file, hence the mode bits.) */
@@ -123,7 +131,7 @@ int cfile_save(const struct cfile *f, const char *path, char *err, size_t errlen
         snprintf(err, errlen, "'%s' is read-only; make it writable (chmod u+w) to change it", path);
         return -1;
     }
-    return afile_write(path, f->cur, f->cur_len, err, errlen);
+    return afile_write_mode(path, f->cur, f->cur_len, new_mode, err, errlen);
 }
 
 void cfile_release(struct cfile *f)

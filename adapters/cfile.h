@@ -51,6 +51,11 @@ int cfile_changed(const struct cfile *f);
  * no write permission bits at all is refused. */
 int cfile_save(const struct cfile *f, const char *path, char *err, size_t errlen);
 
+/** cfile_save, with a new file made with new_mode (a trial's copy gets
+ *  its original's mode: a 0600 config's copies are 0600 from the start). */
+int cfile_save_mode(const struct cfile *f, const char *path, unsigned new_mode, char *err,
+                    size_t errlen);
+
 void cfile_release(struct cfile *f);
 
 #endif

@@ -229,7 +229,11 @@ static int inject_copy(const struct inject_ctx *ctx, enum knob_via which, const 
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    int rc = cfile_save(&f, *tmp, err, errlen);
+    /* The copy is exactly as private as the original (a 0600 config that
+     * holds a token gives 0600 copies), from its first byte. */
+    struct stat ost;
+    unsigned mode = !stat(path, &ost) ? (unsigned)(ost.st_mode & 0777) : 0600;
+    int rc = cfile_save_mode(&f, *tmp, mode, err, errlen);
     cfile_release(&f);
     if (rc) {
         free(*tmp);

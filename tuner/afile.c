@@ -82,6 +82,14 @@ static int afile_write_all(int fd, const char *p, size_t len)
 
 int afile_write(const char *path, const void *data, size_t len, char *err, size_t errlen)
 {
+    mode_t um = umask(0);
+    umask(um);
+    return afile_write_mode(path, data, len, 0666 & ~um, err, errlen);
+}
+
+int afile_write_mode(const char *path, const void *data, size_t len, unsigned new_mode,
+                     char *err, size_t errlen)
+{
     char target[PATH_MAX], tmp[PATH_MAX + 32];
     struct stat st;
     int exists;
@@ -95,9 +103,7 @@ int afile_write(const char *path, const void *data, size_t len, char *err, size_
             /* Not ours to give away: the new file keeps our ownership. */
         }
     } else {
-        mode_t um = umask(0);
-        umask(um);
-        mode = 0666 & ~um;
+        mode = (mode_t)new_mode & 07777;
     }
     if (fchmod(fd, mode) || afile_write_all(fd, data, len) || fsync(fd)) {
         snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));

@@ -17,6 +17,12 @@
 /** Write data to path atomically.  Returns 0, or -1 with a one-line reason. */
 int afile_write(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
+/** The same, but a file that does not exist yet is made with new_mode
+ *  (never wider: it is never readable by anyone at any moment before
+ *  that); an existing one keeps its own mode, as with afile_write. */
+int afile_write_mode(const char *path, const void *data, size_t len, unsigned new_mode,
+                     char *err, size_t errlen);
+
 /**
  * Check, before any work, that afile_write(path) can succeed: the path is
  * not a directory and its directory accepts new files (tested by making

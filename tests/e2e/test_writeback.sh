@@ -89,3 +89,17 @@ assert_eq 130 "$rc" "interrupt: exit status"
 cmp -s "$WORK/int.json" "$C/parler-tts/starting_point_v1.json" || fail "interrupt: config changed"
 assert_no_leftovers
 pass "interrupt removes the trial's copy"
+
+# --- a 0600 config's trial copies are 0600 too (they were 0644), and the
+# written config keeps 0600
+cp "$C/parler-tts/starting_point_v1.json" "$WORK/secret.json"
+chmod 600 "$WORK/secret.json"
+: >"$WORK/modes"
+MODES="$WORK/modes" "$AUTOBATCH" --quiet --preset parler-tts --batch 1:8 --write --json "$WORK/s.json" -- \
+  sh -c 'for a; do case $a in *.json) stat -c %a "$a" >>"$MODES";; esac; done; exec "$@"' sh \
+  "$SIMTRAIN" "$WORK/secret.json" --capacity 16G --bar-desc "Train steps ... " >"$WORK/s.out" 2>&1 \
+  || fail "0600: exit $? $(tail -3 "$WORK/s.out")"
+[ -s "$WORK/modes" ] || fail "0600: the trials' config copies were not seen"
+assert_eq 600 "$(sort -u "$WORK/modes" | tr '\n' ' ' | sed 's/ $//')" "mode of every trial copy"
+assert_eq 600 "$(stat -c %a "$WORK/secret.json")" "mode of the written config"
+pass "a 0600 config gives 0600 trial copies and stays 0600"

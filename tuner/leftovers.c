@@ -89,8 +89,8 @@ void leftovers_remove_tree(const char *path)
 static int leftovers_dead_owner(const char *dir)
 {
     char path[PATH_MAX], buf[96];
-    snprintf(path, sizeof path, "%s/owner", dir);
-    if (leftovers_read(path, buf, sizeof buf))
+    if ((size_t)snprintf(path, sizeof path, "%s/owner", dir) >= sizeof path ||
+        leftovers_read(path, buf, sizeof buf))
         return 0;
     long pid;
     unsigned long long start;
@@ -102,8 +102,12 @@ static int leftovers_dead_owner(const char *dir)
 
 static void leftovers_note(struct leftovers_report *rep, const char *path)
 {
-    if (!rep->first[0])
-        snprintf(rep->first, sizeof rep->first, "%s", path);
+    size_t n = strlen(path);
+    if (!rep->first[0]) {
+        /* the end of a long path says more than its start */
+        const char *tail = n < sizeof rep->first ? path : path + n - (sizeof rep->first - 1);
+        memcpy(rep->first, tail, strlen(tail) + 1);
+    }
 }
 
 int leftovers_sweep(const char *tmpbase, const char *self, const char *config_path,

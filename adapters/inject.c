@@ -92,6 +92,10 @@ const char *inject_find_config(const struct preset *p, char *const *cmd)
     return NULL;
 }
 
+/* `../` enough to climb from any root a trainer joins a root_joined
+ * output_dir onto up to /: deeper checkouts than this are not seen. */
+#define INJECT_CLIMB 64
+
 void inject_knob_text(const struct inject_ctx *ctx, const struct preset_knob *k, enum knob_id id,
                       const struct inject_candidate *c, char *buf, size_t len)
 {
@@ -101,7 +105,14 @@ void inject_knob_text(const struct inject_ctx *ctx, const struct preset_knob *k,
     case KNOB_MAX_STEPS:
         snprintf(buf, len, "%ld", ctx->step_limit > 0 ? ctx->step_limit : ctx->max_steps);
         break;
-    case KNOB_OUTPUT_DIR: snprintf(buf, len, "%s", ctx->output_dir ? ctx->output_dir : ""); break;
+    case KNOB_OUTPUT_DIR: {
+        const char *dir = ctx->output_dir ? ctx->output_dir : "";
+        size_t at = 0;
+        for (int i = 0; k->root_joined && dir[0] == '/' && i < INJECT_CLIMB && at + 3 < len; i++)
+            at += (size_t)snprintf(buf + at, len - at, "../");
+        snprintf(buf + at, len - at, "%s", at ? dir + 1 : dir);
+        break;
+    }
     case KNOB_CHECKPOINTING:
     case KNOB_COUNT: {
         /* In a file the editor keeps the file's own spelling; on the
@@ -115,6 +126,23 @@ void inject_knob_text(const struct inject_ctx *ctx, const struct preset_knob *k,
     }
 }
 
+/* A trial_set value with `{output_dir}` replaced by the trial's scratch
+ * directory; 0 when it names one and the trial has none (then it is not
+ * set), -1 when it does not fit. */
+static int inject_fixed_text(const struct inject_ctx *ctx, const struct preset_fixed *fx,
+                             char *buf, size_t len)
+{
+    static const char mark[] = "{output_dir}";
+    const char *at = strstr(fx->value, mark);
+    if (!at)
+        return snprintf(buf, len, "%s", fx->value) < (int)len ? 1 : -1;
+    if (!ctx->output_dir)
+        return 0;
+    int n = snprintf(buf, len, "%.*s%s%s", (int)(at - fx->value), fx->value, ctx->output_dir,
+                     at + sizeof mark - 1);
+    return n >= 0 && (size_t)n < len ? 1 : -1;
+}
+
 /* Is knob id passed for this trial? */
 static int inject_wanted(const struct inject_ctx *ctx, int id)
 {
@@ -123,8 +151,8 @@ static int inject_wanted(const struct inject_ctx *ctx, int id)
     return id != KNOB_CHECKPOINTING || ctx->set_checkpointing;
 }
 
-/* A knob's value is at most a path. */
-#define INJECT_VAL_MAX (PATH_MAX + 64)
+/* A knob's value is at most a (climbing) path. */
+#define INJECT_VAL_MAX (PATH_MAX + 3 * INJECT_CLIMB + 64)
 
 int inject_apply_file(const struct inject_ctx *ctx, enum knob_via which, int writeback,
                       struct cfile *f, const struct inject_candidate *c, char *err, size_t errlen)
@@ -150,9 +178,12 @@ int inject_apply_file(const struct inject_ctx *ctx, enum knob_via which, int wri
         return 0;
     for (size_t i = 0; !writeback && i < p->nfixed; i++) {
         const struct preset_fixed *fx = &p->fixed[i];
-        if (fx->way.via == VIA_CONFIG &&
-            cfile_set(f, fx->way.where, fx->value, e, sizeof e) != CEDIT_OK) {
-            snprintf(err, errlen, "cannot set %s (trial_set): %s", fx->way.where, e);
+        if (fx->way.via != VIA_CONFIG)
+            continue;
+        int have = inject_fixed_text(ctx, fx, val, sizeof val);
+        if (have < 0 || (have && cfile_set(f, fx->way.where, val, e, sizeof e) != CEDIT_OK)) {
+            snprintf(err, errlen, "cannot set %s (trial_set): %s", fx->way.where,
+                     have < 0 ? "the value is too long" : e);
             return -1;
         }
     }
@@ -344,7 +375,13 @@ int inject_build(const struct inject_ctx *ctx, char *const *cmd, char *const *en
             inject_knob_text(ctx, k, id, c, val, sizeof val);
         } else {
             k = &p->fixed[id - KNOB_COUNT].way;
-            snprintf(val, sizeof val, "%s", p->fixed[id - KNOB_COUNT].value);
+            int have = inject_fixed_text(ctx, &p->fixed[id - KNOB_COUNT], val, sizeof val);
+            if (have < 0) {
+                snprintf(err, errlen, "trial_set %s: the value is too long", k->where);
+                goto fail;
+            }
+            if (!have)
+                continue;
         }
         switch (k->via) {
         case VIA_FLAG:

@@ -144,6 +144,16 @@ static int preset_knob_parse(yaml_document_t *d, yaml_node_t *n, struct preset_k
         return preset_fail(err, errlen, "%s: knobs.%s: a flag starts with '-'", origin, name);
     if (preset_dup(&k->unit, node_str(node_get(d, n, "unit"))))
         return preset_fail(err, errlen, "out of memory");
+    const char *rj = node_str(node_get(d, n, "root_joined"));
+    if (rj) {
+        k->root_joined = !strcmp(rj, "true");
+        if (!k->root_joined && strcmp(rj, "false"))
+            return preset_fail(err, errlen, "%s: knobs.%s.root_joined must be true or false",
+                               origin, name);
+        if (k->root_joined && strcmp(name, "output_dir"))
+            return preset_fail(err, errlen, "%s: knobs.%s: root_joined is for output_dir only",
+                               origin, name);
+    }
     yaml_node_t *sp = node_get(d, n, "spelling");
     if (sp) {
         char **v;

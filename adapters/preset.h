@@ -15,8 +15,9 @@
  *   env: BATCH_SIZE                       an environment variable
  *
  * with optional `unit: frames` (the knob's unit; --batch and samples/s
- * are in it) and `spelling: [True, False]` (how a boolean is written on
- * the command line or in the environment).  Besides knobs a preset has:
+ * are in it), `spelling: [True, False]` (how a boolean is written on
+ * the command line or in the environment) and, for output_dir,
+ * `root_joined: true` (see struct preset_knob).  Besides knobs a preset has:
  * `name`, `summary`, `detect` (for --preset auto: `command` substrings, any
  * of which must appear in the command, and `config_keys`, all of which
  * must exist in --config), `batch` (a default --batch range in the knob's
@@ -24,7 +25,8 @@
  * `positional:.ext`), and `derived` keys (`{key, product: [...], keep:
  * auto}`: a config value kept equal to the product of knobs and
  * world_size, left alone while it holds the `keep` value), `trial_set`
- * (fixed settings for every trial, `WHERE=VALUE` with WHERE as in --knob),
+ * (fixed settings for every trial, `WHERE=VALUE` with WHERE as in --knob;
+ * `{output_dir}` in VALUE is the trial's scratch output directory),
  * `progress` (the training bar or line, and whether a step is an update
  * or a micro-batch) and `config_fixed` (a config read from a fixed path).
  * Knobs `max_steps` and `output_dir` are not searched: they give trials
@@ -65,6 +67,11 @@ struct preset_knob {
     char *unit;         /**< NULL: samples */
     char *spell_true;   /**< NULL: "true" */
     char *spell_false;  /**< NULL: "false" */
+    /** output_dir only: the trainer joins the value onto a root of its
+     *  own (F5-TTS: <checkout>/<ckpts.save_dir>), so an absolute path
+     *  would land inside that root; the scratch path is given as enough
+     *  `../` to climb to / followed by the path (`root_joined: true`). */
+    int root_joined;
 };
 
 struct preset_derived {

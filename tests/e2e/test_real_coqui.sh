@@ -4,7 +4,7 @@
 # on synthetic LJSpeech-style data made here) on PyPI's torch 2.8, CPU,
 # under --trial-memory-limit:
 #   * the largest batch_size equals a direct bisection under `ulimit -v`
-#     with the same cap (tests/real/coqui/direct_train.py runs the same
+#     with the same cap (tests/real/direct_steps.py runs the same
 #     trainer and stops after 4 optimizer steps);
 #   * every fit measured its steps with the in-process probe, and the
 #     trainer's DataLoader had the candidate's batch size;
@@ -32,9 +32,9 @@ direct() { # batch_size cap_kb|unlimited -> VmPeak in kB on stdout, or fails
   local out="$WORK/direct-$1"
   rm -rf "$WORK/direct-runs"
   sed -e "s|$WORK/project/runs|$WORK/direct-runs|" "$CFG" >"$WORK/direct.json"
-  (ulimit -v "$2"; AB_DIRECT_STEPS=4 exec "$PY" "$R/direct_train.py" --config_path "$WORK/direct.json" \
+  (ulimit -v "$2"; AB_DIRECT_STEPS=4 exec "$PY" "$AB_SOURCE_DIR/tests/real/direct_steps.py" -m TTS.bin.train_tts --config_path "$WORK/direct.json" \
      --coqpit.batch_size "$1" >"$out.log" 2>&1) || return 1
-  sed -n 's/^direct_train: VmPeak:[[:space:]]*\([0-9]*\) kB$/\1/p' "$out.log"
+  sed -n 's/^direct_steps: VmPeak:[[:space:]]*\([0-9]*\) kB$/\1/p' "$out.log"
 }
 t0=$SECONDS
 p4=$(direct 4 unlimited) || fail "direct: batch 4 failed: $(tail -3 "$WORK/direct-4.log")"

@@ -143,12 +143,28 @@ static void test_hydra_overrides(void **state)
     struct inject_trial t = INJECT_TRIAL_INIT;
     char err[256];
     assert_int_equal(inject_build(&ctx, cmd, NULL, &c, &t, err, sizeof err), 0);
+    /* F5 joins save_dir onto its checkout's top: the scratch path climbs
+     * to / first; Hydra's run directory goes into the scratch directory. */
+    char save[400] = "++ckpts.save_dir=";
+    for (int i = 0; i < 64; i++)
+        strcat(save, "../");
+    strcat(save, "tmp/scratch/out");
+    expect(&t.argv, (const char *[]){ "accelerate", "launch", "train.py", "--config-name",
+                                      "F5TTS_v1_Base", "+datasets.batch_size_per_gpu=19200",
+                                      "++optim.grad_accumulation_steps=2",
+                                      "++model.arch.checkpoint_activations=True", save,
+                                      "++ckpts.log_samples=False", "++ckpts.logger=null",
+                                      "++hydra.run.dir=/tmp/scratch/out/hydra", NULL });
+    inject_trial_release(&t);
+
+    /* Without a scratch directory, the setting that names it is not made. */
+    ctx.output_dir = NULL;
+    assert_int_equal(inject_build(&ctx, cmd, NULL, &c, &t, err, sizeof err), 0);
     expect(&t.argv, (const char *[]){ "accelerate", "launch", "train.py", "--config-name",
                                       "F5TTS_v1_Base", "+datasets.batch_size_per_gpu=19200",
                                       "++optim.grad_accumulation_steps=2",
                                       "++model.arch.checkpoint_activations=True",
-                                      "++ckpts.save_dir=/tmp/scratch/out",
-                                      "++ckpts.log_samples=False", NULL });
+                                      "++ckpts.log_samples=False", "++ckpts.logger=null", NULL });
     inject_trial_release(&t);
     preset_release(&f5);
 }

@@ -86,6 +86,8 @@ static void test_bad_files(void **state)
         { "name: x\nknobs:\n  micro_batch: {flag: b}\n", "starts with '-'" },
         { "name: x\nbatch: 8:4\n", "not MIN:MAX" },
         { "name: x\nknobs:\n  checkpointing: {flag: --c, spelling: [on]}\n", "spelling" },
+        { "name: x\nknobs:\n  output_dir: {flag: --o, root_joined: yes}\n", "true or false" },
+        { "name: x\nknobs:\n  micro_batch: {flag: --b, root_joined: true}\n", "output_dir only" },
         { "name: x\nderived:\n  - {key: t, product: [micro_batch, gpus]}\n", "unknown factor 'gpus'" },
         { "name: [x\n", "line" },
     };

@@ -134,6 +134,56 @@ int cfile_save_mode(const struct cfile *f, const char *path, unsigned new_mode, 
     return afile_write_mode(path, f->cur, f->cur_len, new_mode, err, errlen);
 }
 
+/* The value at key in bytes, tagged for comparison ("=VALUE", or how it
+ * is missing), malloc'd; NULL when out of memory. */
+static char *cfile_value(enum cfile_format format, const char *bytes, size_t len,
+                         const char *key)
+{
+    char *v = NULL, e[256], *out = NULL;
+    enum cedit_status st = format == CFILE_JSON ? jedit_get(bytes, len, key, &v, e, sizeof e)
+                                                : yedit_get(bytes, len, key, &v, e, sizeof e);
+    const char *why = st == CEDIT_NOT_FOUND    ? "(absent)"
+                    : st == CEDIT_NOT_SCALAR   ? "(not a single value)"
+                    : st != CEDIT_OK           ? "(unreadable)"
+                                               : NULL;
+    if (why)
+        out = strdup(why);
+    else if (asprintf(&out, "=%s", v) < 0)
+        out = NULL;
+    free(v);
+    return out;
+}
+
+enum cfile_drift cfile_reread(const struct cfile *f, const char *path, const char *const *keys,
+                              struct cfile *now, const char **conflict, char *err,
+                              size_t errlen)
+{
+    *conflict = NULL;
+    if (cfile_load(now, path, err, errlen))
+        return CFILE_UNREADABLE;
+    if (now->orig_len == f->orig_len && !memcmp(now->orig, f->orig, f->orig_len))
+        return CFILE_SAME;
+    enum cfile_drift d = CFILE_CHANGED;
+    for (size_t i = 0; keys[i] && d == CFILE_CHANGED; i++) {
+        char *was = cfile_value(f->format, f->orig, f->orig_len, keys[i]);
+        char *ours = cfile_value(f->format, f->cur, f->cur_len, keys[i]);
+        char *is = cfile_value(now->format, now->orig, now->orig_len, keys[i]);
+        if (!was || !ours || !is) {
+            snprintf(err, errlen, "out of memory");
+            d = CFILE_UNREADABLE;
+        } else if (strcmp(is, was) && strcmp(is, ours)) {
+            snprintf(err, errlen, "%s is now %s (was %s)", keys[i], is + (is[0] == '='),
+                     was + (was[0] == '='));
+            *conflict = keys[i];
+            d = CFILE_CONFLICT;
+        }
+        free(was);
+        free(ours);
+        free(is);
+    }
+    return d;
+}
+
 void cfile_release(struct cfile *f)
 {
     free(f->orig);

@@ -56,6 +56,31 @@ int cfile_save(const struct cfile *f, const char *path, char *err, size_t errlen
 int cfile_save_mode(const struct cfile *f, const char *path, unsigned new_mode, char *err,
                     size_t errlen);
 
+/** What cfile_reread() found. */
+enum cfile_drift {
+    CFILE_UNREADABLE = -1, /**< the file cannot be read now (err says why) */
+    CFILE_SAME = 0,        /**< it still holds f->orig, byte for byte */
+    CFILE_CHANGED,         /**< other bytes, but every key as it was (or as f->cur has it) */
+    CFILE_CONFLICT,        /**< a key's value was changed to another one */
+};
+
+/**
+ * Read path again (for a write-back at the end of a long run, under the
+ * file's afile_lock) and compare it with f, which was loaded from it at
+ * the start and has since been edited in memory at keys (NULL-terminated
+ * key paths).  A key conflicts when its value now (or its absence) is
+ * neither the one in f->orig nor the one in f->cur: someone else changed
+ * a value that f is about to set.
+ *
+ * On CFILE_CHANGED and CFILE_CONFLICT the new bytes are in *now (which is
+ * CFILE_INIT on entry; the caller releases it either way), so that f's
+ * edits can be made again on them.  On CFILE_CONFLICT *conflict is that
+ * key (one of keys) and err says "KEY is now X (was Y)".
+ */
+enum cfile_drift cfile_reread(const struct cfile *f, const char *path, const char *const *keys,
+                              struct cfile *now, const char **conflict, char *err,
+                              size_t errlen);
+
 void cfile_release(struct cfile *f);
 
 #endif

@@ -154,6 +154,31 @@ static int inject_wanted(const struct inject_ctx *ctx, int id)
 /* A knob's value is at most a (climbing) path. */
 #define INJECT_VAL_MAX (PATH_MAX + 3 * INJECT_CLIMB + 64)
 
+/* Does inject_apply_file set knob id in the file of `which`? */
+static int inject_in_file(const struct inject_ctx *ctx, enum knob_via which, int writeback, int id)
+{
+    const struct preset_knob *k = &ctx->preset->knobs[id];
+    int here = k->via == which || (writeback && k->via == VIA_OVERRIDE);
+    int trial_only = id == KNOB_MAX_STEPS || id == KNOB_OUTPUT_DIR;
+    return here && inject_wanted(ctx, id) && !(writeback && trial_only);
+}
+
+const char **inject_file_keys(const struct inject_ctx *ctx, enum knob_via which, int writeback)
+{
+    const struct preset *p = ctx->preset;
+    const char **keys = calloc(KNOB_COUNT + p->nfixed + p->nderived + 1, sizeof *keys);
+    size_t n = 0;
+    for (int id = 0; keys && id < KNOB_COUNT; id++)
+        if (inject_in_file(ctx, which, writeback, id))
+            keys[n++] = p->knobs[id].where;
+    for (size_t i = 0; keys && which == VIA_CONFIG && !writeback && i < p->nfixed; i++)
+        if (p->fixed[i].way.via == VIA_CONFIG)
+            keys[n++] = p->fixed[i].way.where;
+    for (size_t i = 0; keys && which == VIA_CONFIG && i < p->nderived; i++)
+        keys[n++] = p->derived[i].key;
+    return keys;
+}
+
 int inject_apply_file(const struct inject_ctx *ctx, enum knob_via which, int writeback,
                       struct cfile *f, const struct inject_candidate *c, char *err, size_t errlen)
 {
@@ -161,9 +186,7 @@ int inject_apply_file(const struct inject_ctx *ctx, enum knob_via which, int wri
     char val[INJECT_VAL_MAX], e[400];
     for (int id = 0; id < KNOB_COUNT; id++) {
         const struct preset_knob *k = &p->knobs[id];
-        int here = k->via == which || (writeback && k->via == VIA_OVERRIDE);
-        int trial_only = id == KNOB_MAX_STEPS || id == KNOB_OUTPUT_DIR;
-        if (!here || !inject_wanted(ctx, id) || (writeback && trial_only))
+        if (!inject_in_file(ctx, which, writeback, id))
             continue;
         /* Files get the file's own boolean spelling (the editor keeps it). */
         struct preset_knob plain = *k;

@@ -97,6 +97,15 @@ void inject_trial_release(struct inject_trial *t);
 int inject_apply_file(const struct inject_ctx *ctx, enum knob_via which, int writeback,
                       struct cfile *f, const struct inject_candidate *c, char *err, size_t errlen);
 
+/**
+ * The key paths inject_apply_file() with the same ctx, which and
+ * writeback may set: the knobs', the trial_set settings' (trials only)
+ * and the derived keys', in that order.  Returns a NULL-terminated array
+ * whose strings belong to the preset (free() the array only), or NULL
+ * (ENOMEM).
+ */
+const char **inject_file_keys(const struct inject_ctx *ctx, enum knob_via which, int writeback);
+
 /** Set `--flag value` in argv (see above).  Returns 0 or -1 (ENOMEM). */
 int inject_set_flag(struct strvec *argv, const char *flag, const char *value);
 

@@ -64,7 +64,9 @@ void cache_key_make(struct cache_key *k, char *const *command, const struct cfil
 
 int cache_load(const struct cache_key *k, struct space *sp)
 {
-    if (!k->path[0])
+    /* Only a regular file: reading a FIFO put in its place would hang. */
+    struct stat st;
+    if (!k->path[0] || stat(k->path, &st) || !S_ISREG(st.st_mode))
         return 0;
     json_error_t je;
     json_t *doc = json_load_file(k->path, 0, &je);

@@ -90,7 +90,9 @@ static const char cli_usage[] =
 "  --knob NAME=WHERE     override a preset: NAME is micro_batch, grad_accum,\n"
 "                        checkpointing or max_steps; WHERE a --flag, env:VAR,\n"
 "                        key:PATH, override:PATH, accelerate:PATH or a key path\n"
-"  --write               write the choice into --config (default: show the diff)\n"
+"  --write               write the choice into --config (default: show the diff);\n"
+"                        edits made to it meanwhile are kept, but one to a value\n"
+"                        the choice sets stops the write (exit 2)\n"
 "Search:\n"
 "  --batch MIN:MAX[:STEP]  micro-batch range and granularity (default 1:1024:1)\n"
 "  --steps N             measured steps per trial (default 5)\n"
@@ -111,7 +113,8 @@ static const char cli_usage[] =
 "  --trial-memory-limit SIZE  cap each trial process's address space (ulimit -v),\n"
 "                        e.g. 512M or 2G: CPU jobs then meet a real allocator failure\n"
 "Output:\n"
-"  --json FILE|-         write the results file (- for stdout)\n"
+"  --json FILE|-         write the results file (- for stdout); a device or FIFO\n"
+"                        is written through, never replaced\n"
 "  --markdown FILE, --junit FILE, --html FILE  reports (HTML: one file, inline SVG)\n"
 "  --baseline FILE       compare with an earlier results file; exit 6 on a regression\n"
 "  --regression-threshold PCT  a throughput drop above PCT is a regression (5)\n"
@@ -219,6 +222,14 @@ static int cli_percent(const char *arg, double max, double *out)
     return 0;
 }
 
+/* An output file's path: /dev/stdout is `-`, so that it goes through our
+ * stdout stream (in order with what we print, and our messages move to
+ * stderr as they do for `--json -`). */
+static const char *cli_output(const char *arg)
+{
+    return strcmp(arg, "/dev/stdout") ? arg : "-";
+}
+
 static enum cli_status cli_apply(const struct opt *o, const char *arg, struct plan *p)
 {
     double d = 0;
@@ -285,9 +296,9 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
         if (cli_percent(arg, 100, &p->regression_threshold))
             return cli_bad("--regression-threshold '%s': a percentage from 0 to 100, e.g. 5", arg);
         break;
-    case O_MARKDOWN: p->markdown_path = arg; break;
-    case O_JUNIT: p->junit_path = arg; break;
-    case O_HTML: p->html_path = arg; break;
+    case O_MARKDOWN: p->markdown_path = cli_output(arg); break;
+    case O_JUNIT: p->junit_path = cli_output(arg); break;
+    case O_HTML: p->html_path = cli_output(arg); break;
     case O_BASELINE: p->baseline_path = arg; break;
     case O_WEBHOOK: p->webhook_url = arg; break;
     case O_WEBHOOK_INSECURE: p->webhook_insecure = 1; break;
@@ -297,7 +308,7 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
             return cli_bad("--webhook-format '%s': use generic, slack, discord or teams", arg);
         p->webhook_format = arg;
         break;
-    case O_JSON: p->json_path = arg; break;
+    case O_JSON: p->json_path = cli_output(arg); break;
     case O_QUIET: p->quiet = 1; break;
     case O_VERBOSE: p->verbose = 1; break;
     case O_PRESET:

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +14,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "afile.h"
 
 /* The start of a small file (never through a link), NUL-terminated; -1
  * when it cannot be read or is empty. */
@@ -110,7 +111,47 @@ static void leftovers_note(struct leftovers_report *rep, const char *path)
     }
 }
 
-int leftovers_sweep(const char *tmpbase, const char *self, const char *config_path,
+/* Remove the trial copies and temporary files in directory d whose pid
+ * belongs to no live process. */
+static void leftovers_sweep_dir(const char *d, struct leftovers_report *rep)
+{
+    DIR *dp = opendir(d);
+    struct dirent *e;
+    while (dp && (e = readdir(dp))) {
+        /* <stem>.autobatch-trial-<pid>-<trial><ext>, or afile's
+         * .<name>.autobatch-tmp-<pid>-XXXXXX */
+        const char *m = strstr(e->d_name, ".autobatch-trial-");
+        long pid = 0;
+        char *end = NULL;
+        if (m) {
+            pid = strtol(m + 17, &end, 10);
+            if (*end != '-')
+                pid = 0;
+        }
+        int temp = !pid && (pid = afile_tmp_pid(e->d_name)) > 0;
+        if (pid <= 0 || pid == (long)getpid())
+            continue;
+        if (leftovers_starttime(pid) != 0)
+            continue; /* a live process has that pid: maybe a run beside ours */
+        char path[PATH_MAX];
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", d, e->d_name) >= sizeof path)
+            continue;
+        struct stat st;
+        if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+            continue;
+        if (!unlink(path)) {
+            leftovers_note(rep, path);
+            if (temp)
+                rep->temps++;
+            else
+                rep->copies++;
+        }
+    }
+    if (dp)
+        closedir(dp);
+}
+
+int leftovers_sweep(const char *tmpbase, const char *self, const char *const *dirs,
                     struct leftovers_report *rep)
 {
     memset(rep, 0, sizeof *rep);
@@ -134,35 +175,15 @@ int leftovers_sweep(const char *tmpbase, const char *self, const char *config_pa
     }
     if (d)
         closedir(d);
-    if (!config_path)
-        return rep->dirs;
 
-    /* <stem>.autobatch-trial-<pid>-<trial><ext> beside the config */
-    char dbuf[PATH_MAX];
-    snprintf(dbuf, sizeof dbuf, "%s", config_path);
-    const char *cdir = dirname(dbuf);
-    d = opendir(cdir);
-    while (d && (e = readdir(d))) {
-        const char *m = strstr(e->d_name, ".autobatch-trial-");
-        if (!m)
-            continue;
-        char *end;
-        long pid = strtol(m + 17, &end, 10);
-        if (pid <= 0 || *end != '-' || pid == (long)getpid())
-            continue;
-        if (leftovers_starttime(pid) != 0)
-            continue; /* a live process has that pid: maybe a run beside ours */
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/%s", cdir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_uid != geteuid())
-            continue;
-        if (!unlink(path)) {
-            leftovers_note(rep, path);
-            rep->copies++;
-        }
+    /* Each directory once, however many of the files live in it. */
+    for (size_t i = 0; dirs && dirs[i]; i++) {
+        struct stat si, sj;
+        int seen = stat(dirs[i], &si) != 0;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = !stat(dirs[j], &sj) && si.st_dev == sj.st_dev && si.st_ino == sj.st_ino;
+        if (!seen)
+            leftovers_sweep_dir(dirs[i], rep);
     }
-    if (d)
-        closedir(d);
-    return rep->dirs + rep->copies;
+    return rep->dirs + rep->copies + rep->temps;
 }

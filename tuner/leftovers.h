@@ -6,11 +6,15 @@
  * writes an `owner` file in it: the run's pid and its start time in clock
  * ticks since boot (field 22 of /proc/PID/stat), so a recycled pid is not
  * taken for the owner.  Trial copies of a config are named
- * `<stem>.autobatch-trial-<pid>-<trial><ext>` beside the original.  On
- * start a run sweeps both: a scratch directory whose owner is not alive,
- * and a trial copy whose pid is not a live autobatch, are removed.
+ * `<stem>.autobatch-trial-<pid>-<trial><ext>` beside the original, and
+ * every file autobatch writes passes through a temporary
+ * `.<name>.autobatch-tmp-<pid>-XXXXXX` beside it (afile.h).  On start a
+ * run sweeps all three: a scratch directory whose owner is not alive, and
+ * a trial copy or temporary file whose pid belongs to no live process,
+ * are removed (a live pid may be a run beside ours: its files are kept).
  * Directories without an owner file (a run killed in its first
- * microseconds, or another program's) are left alone.
+ * microseconds, or another program's), and files that are not ours, not
+ * regular, or named otherwise, are left alone.
  *
  * Life cycle: leftovers_mark(dir) once the scratch directory exists;
  * leftovers_sweep() before the first trial.  Never prints.
@@ -27,15 +31,18 @@ int leftovers_mark(const char *dir);
 struct leftovers_report {
     int dirs;            /**< scratch directories removed */
     int copies;          /**< trial config copies removed */
+    int temps;           /**< temporary files of interrupted writes removed */
     char first[512];     /**< the first path removed, for the message */
 };
 
 /**
  * Remove dead runs' scratch directories under tmpbase (other than
- * `self`, this run's) and dead trial copies beside config_path (NULL: no
- * config).  Fills *rep.  Returns the number of things removed.
+ * `self`, this run's), and dead runs' trial copies and temporary files in
+ * each directory of dirs (NULL-terminated; NULL for none; a directory
+ * named twice is swept once): the config's, the output files'.  Fills
+ * *rep.  Returns the number of things removed.
  */
-int leftovers_sweep(const char *tmpbase, const char *self, const char *config_path,
+int leftovers_sweep(const char *tmpbase, const char *self, const char *const *dirs,
                     struct leftovers_report *rep);
 
 /** rm -rf of a directory autobatch made; links in it are removed, never followed. */

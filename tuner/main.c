@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <stdio.h>
@@ -44,7 +46,8 @@ extern char **environ;
 
 enum ab_exit {
     AB_OK = 0,
-    AB_USAGE = 2,
+    AB_USAGE = 2,      /* also: --write refused because the config was changed during the
+                          run in a value the choice sets (nothing was written) */
     AB_NOTHING_FITS = 3,
     AB_CRASH = 4,
     AB_BUDGET = 5,
@@ -519,6 +522,80 @@ static void ab_setup_release(struct ab_setup *s)
 
 /* ----------------------------------------------------------- write-back */
 
+/*
+ * --write: apply the choice to the file as it is now.  Tuning takes
+ * hours, and the user may edit the file meanwhile, so under the file's
+ * lock (afile_lock: a `config set` or another run waits) it is read
+ * again.  Unchanged: f's edits are written.  Changed, but not in any key
+ * the choice sets: the choice is applied to the new bytes, keeping the
+ * user's edit.  Changed in such a key: nothing is written, and the error
+ * names the file and the key (exit 2: nothing was changed, and the
+ * message says how to apply the choice by hand).
+ */
+static int ab_write_file(const struct inject_ctx *ctx, const struct inject_candidate *best,
+                         const struct cfile *f, const char *path, enum knob_via via, FILE *say)
+{
+    char err[512];
+    int lock = afile_lock(path, err, sizeof err);
+    if (lock < 0) {
+        cli_error("--write: %s; the choice was not written", err);
+        return -1;
+    }
+    const char **keys = inject_file_keys(ctx, via, 1);
+    struct cfile now = CFILE_INIT;
+    const struct cfile *out = f;
+    const char *key = NULL;
+    int rc = -1;
+    enum cfile_drift drift = keys ? cfile_reread(f, path, keys, &now, &key, err, sizeof err)
+                                  : CFILE_UNREADABLE;
+    if (!keys)
+        snprintf(err, sizeof err, "out of memory");
+    if (drift == CFILE_UNREADABLE) {
+        cli_error("--write: %s; the choice was not written", err);
+        goto done;
+    }
+    if (drift == CFILE_CONFLICT) {
+        char *want = NULL, e[256];
+        cfile_get(f, key, &want, e, sizeof e);
+        cli_error("--write: '%s' was changed while autobatch ran and its %s; not written, so "
+                  "that change stays: apply the choice yourself (autobatch config set %s %s=%s) "
+                  "or tune again", path, err, path, key, want ? want : "?");
+        free(want);
+        goto done;
+    }
+    if (drift == CFILE_CHANGED) {
+        if (inject_apply_file(ctx, via, 1, &now, best, err, sizeof err)) {
+            cli_error("--write: '%s' was changed while autobatch ran, and the choice does not "
+                      "apply to it now: %s; not written", path, err);
+            goto done;
+        }
+        fprintf(say, "autobatch: '%s' was changed while autobatch ran (none of the values it "
+                     "sets); applying the choice to it as it is now\n", path);
+        out = &now;
+    }
+    if (!cfile_changed(out)) {
+        fprintf(say, "autobatch: '%s' already holds the choice\n", path);
+        rc = 0;
+        goto done;
+    }
+    char *diff = NULL;
+    if (drift == CFILE_CHANGED &&
+        !udiff(out->orig, out->orig_len, out->cur, out->cur_len, path, path, &diff))
+        fputs(diff, say); /* the diff shown before was against the old bytes */
+    free(diff);
+    if (cfile_save(out, path, err, sizeof err)) {
+        cli_error("%s", err);
+    } else {
+        fprintf(say, "autobatch: wrote '%s'\n", path);
+        rc = 0;
+    }
+done:
+    afile_unlock(lock);
+    cfile_release(&now);
+    free(keys);
+    return rc;
+}
+
 /* Show (and with --write, apply) the choice: the diff of --config, and
  * the command-line knobs to use. */
 static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inject_ctx *ctx,
@@ -562,22 +639,19 @@ static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inj
             rc = -1;
             continue;
         }
-        if (!cfile_changed(f)) {
+        if (!cfile_changed(f) && !plan->write) {
             fprintf(say, "autobatch: '%s' already holds the choice\n", files[i].path);
             continue;
         }
         /* Same path on both sides, so `patch -p0 < diff` applies it. */
         char *diff = NULL;
-        if (!udiff(f->orig, f->orig_len, f->cur, f->cur_len, files[i].path, files[i].path, &diff))
+        if (cfile_changed(f) &&
+            !udiff(f->orig, f->orig_len, f->cur, f->cur_len, files[i].path, files[i].path, &diff))
             fputs(diff, say);
         free(diff);
         if (plan->write) {
-            if (cfile_save(f, files[i].path, err, sizeof err)) {
-                cli_error("%s", err);
+            if (ab_write_file(ctx, best, f, files[i].path, files[i].via, say))
                 rc = -1;
-            } else {
-                fprintf(say, "autobatch: wrote '%s'\n", files[i].path);
-            }
         } else {
             fprintf(say, "autobatch: not written; add --write to apply this to '%s'\n",
                     files[i].path);
@@ -588,6 +662,42 @@ static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inj
 
 
 /* ------------------------------------------------------- trial scratch */
+
+/* Where this run writes files: the configs' directories, the output
+ * files' (those that are files: a device or FIFO is written through, with
+ * no temporary beside it) and the cache's.  Then sweep them and the
+ * scratch base of what killed runs left there. */
+static void ab_sweep(const struct plan *plan, const struct ab_setup *s, const char *tmpbase,
+                     const char *self, struct progress *pg)
+{
+    const char *files[] = {
+        s->have_config ? s->config_path : NULL, s->have_accel ? s->accel_path : NULL,
+        plan->json_path, plan->markdown_path, plan->junit_path, plan->html_path,
+    };
+    enum { NFILES = sizeof files / sizeof *files };
+    char bufs[NFILES + 1][PATH_MAX];
+    const char *dirs[NFILES + 2];
+    size_t n = 0;
+    for (size_t i = 0; i < NFILES; i++) {
+        struct stat st;
+        if (!files[i] || !strcmp(files[i], "-") || (!stat(files[i], &st) && !S_ISREG(st.st_mode)))
+            continue;
+        snprintf(bufs[n], PATH_MAX, "%s", files[i]);
+        dirs[n] = dirname(bufs[n]);
+        n++;
+    }
+    if (!cache_dir(bufs[n], PATH_MAX)) {
+        dirs[n] = bufs[n];
+        n++;
+    }
+    dirs[n] = NULL;
+    struct leftovers_report lr;
+    if (leftovers_sweep(tmpbase, self, dirs, &lr) > 0)
+        progress_note(pg, "removed what an earlier, killed run left: %d scratch director%s, %d "
+                          "trial cop%s of the config, %d temporary file%s of an unfinished write "
+                          "(first: %s)", lr.dirs, lr.dirs == 1 ? "y" : "ies", lr.copies,
+                      lr.copies == 1 ? "y" : "ies", lr.temps, lr.temps == 1 ? "" : "s", lr.first);
+}
 
 /* An empty regular file of ours that the trial appends to, 0600. */
 static int ab_make_channel(const char *path)
@@ -729,15 +839,11 @@ int main(int argc, char **argv)
     }
 
     /* Mark the scratch directory as ours, then sweep what killed runs
-     * left behind (their scratch directories, trial copies of the config). */
+     * left behind (their scratch directories, trial copies of the config,
+     * temporary files of writes cut short). */
     if (leftovers_mark(dir))
         progress_note(&pg, "warning: cannot mark '%s' as this run's: %s", dir, strerror(errno));
-    struct leftovers_report lr;
-    if (leftovers_sweep(tmpbase && *tmpbase ? tmpbase : "/tmp", dir,
-                        setup.have_config ? setup.config_path : NULL, &lr) > 0)
-        progress_note(&pg, "removed what an earlier, killed run left: %d scratch director%s, %d "
-                           "trial cop%s of the config (first: %s)", lr.dirs,
-                      lr.dirs == 1 ? "y" : "ies", lr.copies, lr.copies == 1 ? "y" : "ies", lr.first);
+    ab_sweep(&plan, &setup, tmpbase && *tmpbase ? tmpbase : "/tmp", dir, &pg);
     char probe_dir[4200];
     snprintf(probe_dir, sizeof probe_dir, "%s/probe", dir);
     if (!plan.no_probe && inproc_install(probe_dir, err, sizeof err)) {
@@ -1102,7 +1208,7 @@ int main(int argc, char **argv)
         const struct results_trial *b = &res.trials[res.best];
         struct inject_candidate best = { b->micro_batch, b->grad_accum, b->checkpointing };
         if (ab_write_back(&plan, &setup, &ctx, &best, say))
-            status = AB_USAGE;
+            status = res.exit_status = AB_USAGE;
     }
     fflush(say);
 

@@ -26,41 +26,22 @@ enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_REGRESSION = 6 };
 
 /* ------------------------------------------------------ config get/set */
 
-/* autobatch config get FILE KEY | config set FILE KEY=VALUE...  All sets
- * are applied in memory and written once, atomically; any failure leaves
- * the file untouched. */
-static int subcmd_config(int argc, char **argv)
+/* config set's edits, made on the file's bytes as they are under its
+ * lock: a `config set` or a --write beside this one waits for it, so
+ * neither loses the other's change.  0, or 2 after saying why. */
+static int subcmd_config_set(const char *path, int argc, char **argv)
 {
     char err[512];
-    if (argc < 4 || (strcmp(argv[2], "get") && strcmp(argv[2], "set")) ||
-        (!strcmp(argv[2], "get") && argc != 5)) {
-        cli_error("usage: autobatch config get FILE KEY | autobatch config set FILE KEY=VALUE...");
+    int lock = afile_lock(path, err, sizeof err);
+    if (lock < 0) {
+        cli_error("%s; the file was not changed", err);
         return 2;
     }
-    const char *path = argv[3];
     struct cfile f = CFILE_INIT;
+    int rc = 0;
     if (cfile_load(&f, path, err, sizeof err)) {
         cli_error("%s", err);
-        return 2;
-    }
-    int rc = 0;
-    if (!strcmp(argv[2], "get")) {
-        char *v = NULL;
-        if (cfile_get(&f, argv[4], &v, err, sizeof err) != CEDIT_OK) {
-            cli_error("%s: %s", path, err);
-            rc = 2;
-        } else {
-            printf("%s\n", v);
-        }
-        free(v);
-        cfile_release(&f);
-        return rc;
-    }
-    if (argc < 5) {
-        cli_error("config set needs at least one KEY=VALUE, e.g. autobatch config set %s "
-                  "train.batch_size=16", path);
-        cfile_release(&f);
-        return 2;
+        rc = 2;
     }
     for (int i = 4; i < argc && rc == 0; i++) {
         char *eq = strchr(argv[i], '=');
@@ -80,17 +61,61 @@ static int subcmd_config(int argc, char **argv)
         cli_error("%s", err);
         rc = 2;
     }
+    afile_unlock(lock);
     cfile_release(&f);
     return rc;
 }
 
+/* autobatch config get FILE KEY | config set FILE KEY=VALUE...  All sets
+ * are applied in memory and written once, atomically, under the file's
+ * lock; any failure leaves the file untouched. */
+static int subcmd_config(int argc, char **argv)
+{
+    char err[512];
+    if (argc < 4 || (strcmp(argv[2], "get") && strcmp(argv[2], "set")) ||
+        (!strcmp(argv[2], "get") && argc != 5)) {
+        cli_error("usage: autobatch config get FILE KEY | autobatch config set FILE KEY=VALUE...");
+        return 2;
+    }
+    const char *path = argv[3];
+    /* A missing or unreadable file fails here, before any lock; set reads
+     * it again under the lock. */
+    struct cfile f = CFILE_INIT;
+    if (cfile_load(&f, path, err, sizeof err)) {
+        cli_error("%s", err);
+        return 2;
+    }
+    int rc = 0;
+    if (!strcmp(argv[2], "get")) {
+        char *v = NULL;
+        if (cfile_get(&f, argv[4], &v, err, sizeof err) != CEDIT_OK) {
+            cli_error("%s: %s", path, err);
+            rc = 2;
+        } else {
+            printf("%s\n", v);
+        }
+        free(v);
+        cfile_release(&f);
+        return rc;
+    }
+    cfile_release(&f);
+    if (argc < 5) {
+        cli_error("config set needs at least one KEY=VALUE, e.g. autobatch config set %s "
+                  "train.batch_size=16", path);
+        return 2;
+    }
+    return subcmd_config_set(path, argc, argv);
+}
+
 /* -------------------------------------------------------- shared bits */
 
-/* Write text to path atomically, or to stdout for NULL or "-". */
+/* Write text to path (see afile.h), or to stdout for NULL, "-" or
+ * /dev/stdout (through our stdout stream, so it comes after what we have
+ * printed there already). */
 static int subcmd_emit(const char *path, const char *text, size_t len)
 {
     char err[512];
-    if (!path || !strcmp(path, "-")) {
+    if (!path || !strcmp(path, "-") || !strcmp(path, "/dev/stdout")) {
         if (fwrite(text, 1, len, stdout) != len || fflush(stdout)) {
             cli_error("cannot write to stdout");
             return -1;

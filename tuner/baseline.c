@@ -10,12 +10,13 @@
  */
 #include "baseline.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "results.h"
 
 static const json_t *bl_get(const json_t *o, const char *k)
 {
@@ -48,19 +49,8 @@ static int bl_results_doc(const json_t *doc)
 
 json_t *baseline_load(const char *path, char *err, size_t errlen)
 {
-    json_error_t je;
-    json_t *doc = json_load_file(path, 0, &je);
-    if (!doc) {
-        FILE *f = fopen(path, "r");
-        if (!f) {
-            snprintf(err, errlen, "cannot read baseline '%s': %s", path, strerror(errno));
-        } else {
-            fclose(f);
-            snprintf(err, errlen, "cannot parse baseline '%s': line %d: %s", path, je.line, je.text);
-        }
-        return NULL;
-    }
-    if (!bl_results_doc(doc) || !json_is_string(bl_get(doc, "schema"))) {
+    json_t *doc = results_load(path, "baseline", err, errlen);
+    if (doc && !json_is_string(bl_get(doc, "schema"))) {
         json_decref(doc);
         snprintf(err, errlen, "baseline '%s' is not an autobatch results file (no \"schema\": "
                  "\"autobatch.results/1\")", path);
@@ -246,6 +236,7 @@ struct cell {
     int bounded;      /* lo is only a lower bound: the range's top fitted */
     long long fail;   /* smallest size seen to fail, -1: none */
     const json_t *j;
+    size_t idx;       /* its place in the file's max_fit */
 };
 
 static int cell_read(const json_t *o, struct cell *c)
@@ -262,16 +253,54 @@ static int cell_read(const json_t *o, struct cell *c)
     return 0;
 }
 
-static const json_t *cell_find(const json_t *cells, long long ga, int ckpt, struct cell *out)
+/* A file's readable max_fit entries, sorted for lookup (see cells_find). */
+struct cells {
+    struct cell *v;
+    size_t n;
+};
+
+static int cell_cmp(const void *a, const void *b)
 {
-    for (size_t i = 0; i < json_array_size(cells); i++) {
-        struct cell c;
-        if (cell_read(json_array_get(cells, i), &c) == 0 && c.ga == ga && c.ckpt == ckpt) {
-            *out = c;
-            return c.j;
-        }
+    const struct cell *x = a, *y = b;
+    if (x->ckpt != y->ckpt)
+        return x->ckpt - y->ckpt;
+    if (x->ga != y->ga)
+        return x->ga < y->ga ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/*
+ * Sort once, look up by binary search: comparing two files cell by cell
+ * with a scan per lookup would be quadratic in a hostile file's cells.
+ * Returns 0, or -1 on ENOMEM.
+ */
+static int cells_index(const json_t *arr, struct cells *ix)
+{
+    size_t m = json_array_size(arr);
+    ix->n = 0;
+    ix->v = malloc((m ? m : 1) * sizeof *ix->v);
+    if (!ix->v)
+        return -1;
+    for (size_t i = 0; i < m; i++)
+        if (cell_read(json_array_get(arr, i), &ix->v[ix->n]) == 0)
+            ix->v[ix->n++].idx = i;
+    qsort(ix->v, ix->n, sizeof *ix->v, cell_cmp);
+    return 0;
+}
+
+/* The file's first entry (in file order) for the cell, or NULL. */
+static const struct cell *cells_find(const struct cells *ix, long long ga, int ckpt)
+{
+    struct cell key = { .ga = ga, .ckpt = ckpt, .idx = 0 };
+    size_t lo = 0, hi = ix->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cell_cmp(&ix->v[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return NULL;
+    return lo < ix->n && ix->v[lo].ga == ga && ix->v[lo].ckpt == ckpt ? &ix->v[lo] : NULL;
 }
 
 static void line_cell_value(struct line *l, const struct cell *c)
@@ -322,13 +351,18 @@ static int compare_cell(json_t *changes, const struct cell *c, const struct cell
 static int compare_cells(json_t *changes, const json_t *cur, const json_t *base)
 {
     const json_t *cc = bl_get(cur, "max_fit"), *bc = bl_get(base, "max_fit");
+    struct cells ci = { NULL, 0 }, bi = { NULL, 0 };
+    int rc = -1;
+    if (cells_index(cc, &ci) || cells_index(bc, &bi))
+        goto out;
     for (size_t i = 0; i < json_array_size(cc); i++) {
-        struct cell c, b;
+        struct cell c;
         if (cell_read(json_array_get(cc, i), &c) < 0)
             continue;
-        if (cell_find(bc, c.ga, c.ckpt, &b)) {
-            if (compare_cell(changes, &c, &b) < 0)
-                return -1;
+        const struct cell *b = cells_find(&bi, c.ga, c.ckpt);
+        if (b) {
+            if (compare_cell(changes, &c, b) < 0)
+                goto out;
             continue;
         }
         if (!json_is_array(bc))
@@ -339,13 +373,11 @@ static int compare_cells(json_t *changes, const json_t *cur, const json_t *base)
         line_cell_value(&l, &c);
         json_t *extra = cell_numbers(NULL, &c, c.ga, c.ckpt);
         if (!extra || add_change(changes, "cell_added", &l, 0, 0, extra) < 0)
-            return -1;
+            goto out;
     }
-    if (!json_is_array(cc))
-        return 0;
-    for (size_t i = 0; i < json_array_size(bc); i++) {
-        struct cell c, b;
-        if (cell_read(json_array_get(bc, i), &b) < 0 || cell_find(cc, b.ga, b.ckpt, &c))
+    for (size_t i = 0; json_is_array(cc) && i < json_array_size(bc); i++) {
+        struct cell b;
+        if (cell_read(json_array_get(bc, i), &b) < 0 || cells_find(&ci, b.ga, b.ckpt))
             continue;
         struct line l = { .len = 0 };
         line_add(&l, "grad-accum %lld, checkpointing %s was searched in the baseline (largest micro-batch ",
@@ -354,9 +386,13 @@ static int compare_cells(json_t *changes, const json_t *cur, const json_t *base)
         line_add(&l, ") but not in this run");
         json_t *extra = cell_numbers(&b, NULL, b.ga, b.ckpt);
         if (!extra || add_change(changes, "cell_removed", &l, 0, 0, extra) < 0)
-            return -1;
+            goto out;
     }
-    return 0;
+    rc = 0;
+out:
+    free(ci.v);
+    free(bi.v);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ */

@@ -34,6 +34,22 @@ static double mx_num(const json_t *o, const char *k)
 
 #define DASH "\xe2\x80\x94"
 
+/*
+ * The batch unit, as the reports take it (report.c): only a plain word
+ * from the file, since it is written next to a number in a table cell;
+ * anything else (table pipes, line breaks, markup) becomes "units".
+ */
+static const char *mx_unit(const json_t *doc)
+{
+    const char *u = json_string_value(mx_get(mx_get(doc, "space"), "unit"));
+    if (!u || !*u)
+        return "samples";
+    size_t n = strlen(u);
+    if (n > 32 || strspn(u, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") != n)
+        return "units";
+    return u;
+}
+
 struct mx_cell {
     long long ga;
     int ckpt;
@@ -57,20 +73,53 @@ static int mx_cell_read(const json_t *o, struct mx_cell *c)
     return 0;
 }
 
-/* The file's max_fit entry for cell c, or NULL. */
-static const json_t *mx_cell_find(const json_t *doc, const struct mx_cell *c)
+/* A file's max_fit entry: its cell and its place in the file. */
+struct mx_entry {
+    struct mx_cell c;
+    size_t idx;
+};
+
+static int mx_entry_cmp(const void *a, const void *b)
 {
-    const json_t *cells = mx_get(doc, "max_fit");
-    for (size_t i = 0; i < json_array_size(cells); i++) {
-        struct mx_cell k;
-        if (mx_cell_read(json_array_get(cells, i), &k) == 0 && k.ga == c->ga && k.ckpt == c->ckpt)
-            return json_array_get(cells, i);
-    }
-    return NULL;
+    const struct mx_entry *x = a, *y = b;
+    int r = mx_cell_cmp(&x->c, &y->c);
+    return r ? r : x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* The sorted union of the documents' cells; *n entries, NULL on ENOMEM. */
-static struct mx_cell *mx_cells(json_t *const *docs, size_t ndocs, size_t *n)
+/*
+ * For each of the nc (sorted) cells, the file's first max_fit entry for
+ * it, or NULL, into row[0..nc).  The entries are sorted once and walked
+ * beside the cells, so a row costs O(m log m + nc) for m entries, not
+ * m * nc.  Returns 0, or -1 on ENOMEM.
+ */
+static int mx_row(const json_t *doc, const struct mx_cell *cells, size_t nc, const json_t **row)
+{
+    const json_t *fits = mx_get(doc, "max_fit");
+    size_t m = json_array_size(fits), ne = 0;
+    struct mx_entry *e = malloc((m ? m : 1) * sizeof *e);
+    if (!e)
+        return -1;
+    for (size_t i = 0; i < m; i++)
+        if (mx_cell_read(json_array_get(fits, i), &e[ne].c) == 0)
+            e[ne++].idx = i;
+    qsort(e, ne, sizeof *e, mx_entry_cmp);
+    size_t j = 0;
+    for (size_t k = 0; k < nc; k++) {
+        while (j < ne && mx_cell_cmp(&e[j].c, &cells[k]) < 0)
+            j++;
+        row[k] = j < ne && !mx_cell_cmp(&e[j].c, &cells[k]) ? json_array_get(fits, e[j].idx) : NULL;
+    }
+    free(e);
+    return 0;
+}
+
+/*
+ * The sorted union of the documents' cells, at most MATRIX_MAX_CELLS of
+ * them (the first in that order; *left_out says how many more there
+ * were); *n entries, NULL on ENOMEM.  Sorting all of them and dropping
+ * repeats keeps this O(N log N) for N entries in all the files.
+ */
+static struct mx_cell *mx_cells(json_t *const *docs, size_t ndocs, size_t *n, size_t *left_out)
 {
     size_t cap = 0;
     for (size_t i = 0; i < ndocs; i++)
@@ -78,21 +127,20 @@ static struct mx_cell *mx_cells(json_t *const *docs, size_t ndocs, size_t *n)
     struct mx_cell *v = malloc((cap ? cap : 1) * sizeof *v);
     if (!v)
         return NULL;
-    *n = 0;
+    size_t all = 0;
     for (size_t i = 0; i < ndocs; i++) {
         const json_t *cells = mx_get(docs[i], "max_fit");
-        for (size_t k = 0; k < json_array_size(cells); k++) {
-            struct mx_cell c;
-            if (mx_cell_read(json_array_get(cells, k), &c) < 0)
-                continue;
-            int seen = 0;
-            for (size_t j = 0; j < *n && !seen; j++)
-                seen = v[j].ga == c.ga && v[j].ckpt == c.ckpt;
-            if (!seen)
-                v[(*n)++] = c;
-        }
+        for (size_t k = 0; k < json_array_size(cells); k++)
+            if (mx_cell_read(json_array_get(cells, k), &v[all]) == 0)
+                all++;
     }
-    qsort(v, *n, sizeof *v, mx_cell_cmp);
+    qsort(v, all, sizeof *v, mx_cell_cmp);
+    *n = 0;
+    for (size_t i = 0; i < all; i++)
+        if (!*n || mx_cell_cmp(&v[*n - 1], &v[i]))
+            v[(*n)++] = v[i];
+    *left_out = *n > MATRIX_MAX_CELLS ? *n - MATRIX_MAX_CELLS : 0;
+    *n -= *left_out;
     return v;
 }
 
@@ -178,7 +226,7 @@ static void mx_md_command(FILE *f, const json_t *cmd)
         int quote = !*w || strpbrk(w, " \t'\"") != NULL;
         fputs(quote ? "'" : "", f);
         for (const char *p = w; *p; p++)
-            fputc((unsigned char)*p < 0x20 || *p == '`' ? ' ' : *p, f);
+            fputc((unsigned char)*p < 0x20 || *p == 0x7f || *p == '`' ? ' ' : *p, f);
         fputs(quote ? "'" : "", f);
     }
     if (!json_array_size(cmd))
@@ -205,12 +253,16 @@ static char *mx_name(const char *const *names, size_t i, char *buf, size_t n)
 }
 
 static int mx_markdown(json_t *const *docs, const char *const *names, size_t n, const struct mx_cell *cells,
-                       size_t nc, char **out, size_t *len)
+                       size_t nc, size_t left_out, char **out, size_t *len)
 {
     size_t size = 0;
-    FILE *f = open_memstream(out, &size);
-    if (!f)
+    const json_t **row = malloc((nc ? nc : 1) * sizeof *row);
+    FILE *f = row ? open_memstream(out, &size) : NULL;
+    if (!f) {
+        free(row);
         return -1;
+    }
+    int bad = 0;
     fputs("# autobatch hardware matrix\n\n| machine | results | chosen | samples/s | peak memory |", f);
     for (size_t k = 0; k < nc; k++)
         fprintf(f, " accum %lld, ckpt %s |", cells[k].ga, cells[k].ckpt ? "on" : "off");
@@ -232,7 +284,7 @@ static int mx_markdown(json_t *const *docs, const char *const *names, size_t n, 
             long long mb = mx_int(best, "micro_batch"), ga = mx_int(best, "grad_accum");
             const json_t *ck = mx_get(best, "checkpointing");
             double sps = mx_num(best, "samples_per_s");
-            const char *unit = json_string_value(mx_get(mx_get(doc, "space"), "unit"));
+            const char *unit = mx_unit(doc);
             mx_bytes(mem, sizeof mem, mx_num(best, "peak_mem_bytes"));
             if (mb >= 0)
                 fprintf(f, "%lld", mb);
@@ -245,8 +297,8 @@ static int mx_markdown(json_t *const *docs, const char *const *names, size_t n, 
             if (isnan(sps))
                 fprintf(f, " | " DASH " | %s |", mem);
             else
-                fprintf(f, " | %.1f%s%s | %s |", sps, unit && strcmp(unit, "samples") ? " " : "",
-                        unit && strcmp(unit, "samples") ? unit : "", mem);
+                fprintf(f, " | %.1f%s%s | %s |", sps, strcmp(unit, "samples") ? " " : "",
+                        strcmp(unit, "samples") ? unit : "", mem);
         } else {
             long long e = mx_int(mx_get(doc, "summary"), "exit");
             if (e >= 0)
@@ -254,9 +306,10 @@ static int mx_markdown(json_t *const *docs, const char *const *names, size_t n, 
             else
                 fputs("none | " DASH " | " DASH " |", f);
         }
-        for (size_t k = 0; k < nc; k++) {
+        bad |= mx_row(doc, cells, nc, row);
+        for (size_t k = 0; k < nc && !bad; k++) {
             fputs(" ", f);
-            mx_md_cell(f, mx_cell_find(doc, &cells[k]));
+            mx_md_cell(f, row[k]);
             fputs(" |", f);
         }
         fputs("\n", f);
@@ -264,6 +317,9 @@ static int mx_markdown(json_t *const *docs, const char *const *names, size_t n, 
     fputs("\nEach cell column is (gradient-accumulation steps, activation checkpointing); its entries are "
           "the largest micro-batch that fitted, \xe2\x89\xa5 N when the top of the range fitted, none when "
           "nothing fitted, " DASH " when not searched.\n", f);
+    if (left_out)
+        fprintf(f, "\nOnly the first %d cells are shown; the files search %zu more.\n", MATRIX_MAX_CELLS,
+                left_out);
     if (mx_same_command(docs, n)) {
         fputs("\nCommand: ", f);
         mx_md_command(f, mx_get(docs[0], "command"));
@@ -279,7 +335,8 @@ static int mx_markdown(json_t *const *docs, const char *const *names, size_t n, 
             fputs("\n", f);
         }
     }
-    if (ferror(f)) {
+    free(row);
+    if (ferror(f) || bad) {
         fclose(f);
         free(*out);
         *out = NULL;
@@ -301,13 +358,18 @@ static json_t *mx_copy(const json_t *v)
 }
 
 static int mx_json(json_t *const *docs, const char *const *names, size_t n, const struct mx_cell *cells,
-                   size_t nc, char **out, size_t *len)
+                   size_t nc, size_t left_out, char **out, size_t *len)
 {
     json_t *jc = json_array(), *rows = json_array();
-    json_t *root = json_pack("{s:s, s:b, s:o, s:o}", "schema", "autobatch.matrix/1", "same_command",
-                             mx_same_command(docs, n), "cells", jc, "rows", rows);
-    if (!root)
+    json_t *root = json_pack("{s:s, s:b, s:o, s:I, s:o}", "schema", "autobatch.matrix/1", "same_command",
+                             mx_same_command(docs, n), "cells", jc, "cells_left_out",
+                             (json_int_t)left_out, "rows", rows);
+    const json_t **found = malloc((nc ? nc : 1) * sizeof *found);
+    if (!root || !found) {
+        json_decref(root);
+        free(found);
         return -1;
+    }
     int bad = 0;
     for (size_t k = 0; k < nc; k++)
         bad |= json_array_append_new(jc, json_pack("{s:I, s:b}", "grad_accum", (json_int_t)cells[k].ga,
@@ -323,8 +385,9 @@ static int mx_json(json_t *const *docs, const char *const *names, size_t n, cons
             gpu = json_pack("{s:o, s:o, s:I}", "name", mx_copy(mx_get(g, "name")), "memory_total_bytes",
                             mx_copy(mx_get(g, "memory_total_bytes")), "count", (json_int_t)json_array_size(gpus));
         }
-        for (size_t k = 0; fits && k < nc; k++)
-            bad |= json_array_append_new(fits, mx_copy(mx_cell_find(doc, &cells[k])));
+        bad |= mx_row(doc, cells, nc, found);
+        for (size_t k = 0; fits && !bad && k < nc; k++)
+            bad |= json_array_append_new(fits, mx_copy(found[k]));
         json_t *name = json_string(mx_name(names, i, nb, sizeof nb)); /* NULL when not UTF-8 */
         json_t *row = json_pack("{s:o, s:s?, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
                                 "name", name ? name : json_null(),
@@ -338,6 +401,7 @@ static int mx_json(json_t *const *docs, const char *const *names, size_t n, cons
         free(machine);
         bad |= json_array_append_new(rows, row);
     }
+    free(found);
     char *s = bad ? NULL : json_dumps(root, JSON_INDENT(2));
     json_decref(root);
     if (!s)
@@ -385,12 +449,12 @@ int matrix_render(json_t *const *results, const char *const *names, size_t n, en
             return -1;
         }
     }
-    size_t nc = 0;
-    struct mx_cell *cells = mx_cells(results, n, &nc);
+    size_t nc = 0, left_out = 0;
+    struct mx_cell *cells = mx_cells(results, n, &nc, &left_out);
     int rc = -1;
     if (cells)
-        rc = f == MATRIX_JSON ? mx_json(results, names, n, cells, nc, out, len)
-                              : mx_markdown(results, names, n, cells, nc, out, len);
+        rc = f == MATRIX_JSON ? mx_json(results, names, n, cells, nc, left_out, out, len)
+                              : mx_markdown(results, names, n, cells, nc, left_out, out, len);
     free(cells);
     if (rc < 0)
         snprintf(err, errlen, "cannot render the matrix: out of memory");

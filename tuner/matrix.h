@@ -12,7 +12,12 @@
  * then grad_accum ascending, so the order does not depend on the files'
  * order).  A cell's entry is its largest fit, ">= N" when the top of the
  * range fitted, "none" when nothing fitted, and "—" when that file did
- * not search the cell or does not know.
+ * not search the cell or does not know.  At most MATRIX_MAX_CELLS cell
+ * columns are shown (the first in that order): a search has a few cells
+ * (grad_accum values x checkpointing), so more than that is a hostile or
+ * broken file, and a table of every file against every cell would grow
+ * as files x cells; the Markdown then says how many more there were, and
+ * the JSON's "cells_left_out" counts them (0 normally).
  *
  * Like the reports (report.h), the matrix is rendered from the parsed
  * documents alone, deterministically, and tolerates missing or null keys.
@@ -23,6 +28,7 @@
  *
  *   {"schema": "autobatch.matrix/1", "same_command": bool,
  *    "cells": [{"grad_accum": 1, "checkpointing": false}, ...],
+ *    "cells_left_out": 0,
  *    "rows": [{"name": NAME, "machine": "...", "hostname": ... or null,
  *              "gpu": {name, memory_total_bytes, count} or null,
  *              "command": [...] or null, "best": {...} or null,
@@ -39,6 +45,9 @@
 #include <jansson.h>
 
 enum matrix_format { MATRIX_MARKDOWN, MATRIX_JSON };
+
+/** The most cell columns a matrix shows (see above). */
+#define MATRIX_MAX_CELLS 64
 
 /** "markdown" (or "md") or "json" into *f.  Returns 0, or -1 (f untouched). */
 int matrix_format_parse(const char *s, enum matrix_format *f);

@@ -1464,6 +1464,33 @@ static int point_cmp(const void *a, const void *b)
     return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
+/* Frontier points ordered by configuration, then throughput (NaN last). */
+static int rpoint_cmp(const void *a, const void *b)
+{
+    const struct rpoint *x = a, *y = b;
+    if (x->mb != y->mb)
+        return x->mb < y->mb ? -1 : 1;
+    if (x->ga != y->ga)
+        return x->ga < y->ga ? -1 : 1;
+    if (x->ckpt != y->ckpt)
+        return x->ckpt < y->ckpt ? -1 : 1;
+    if (isnan(x->sps) || isnan(y->sps))
+        return isnan(x->sps) - isnan(y->sps);
+    return x->sps < y->sps ? -1 : x->sps > y->sps;
+}
+
+/*
+ * Whether trial t is one of the frontier's points (its configuration and
+ * throughput), by binary search in the sorted copy `sorted` of d->f: a
+ * scan per trial would make a file with many trials and a long frontier
+ * quadratic.
+ */
+static int on_frontier(const struct rpoint *sorted, size_t n, const struct rtrial *t)
+{
+    struct rpoint key = { .mb = t->mb, .ga = t->ga, .ckpt = t->ckpt, .sps = t->sps };
+    return !isnan(t->sps) && sorted && bsearch(&key, sorted, n, sizeof *sorted, rpoint_cmp);
+}
+
 static void svg_scatter(struct sbuf *b, const struct rdoc *d)
 {
     const double h = 330, pb = h - 50;
@@ -1545,15 +1572,19 @@ static void svg_scatter(struct sbuf *b, const struct rdoc *d)
     free(fp);
 
     char r[32], m[32], g[32], x1[32], x2[32];
+    struct rpoint *sorted = malloc((d->nf ? d->nf : 1) * sizeof *sorted);
+    if (sorted) {
+        memcpy(sorted, d->f, d->nf * sizeof *sorted);
+        qsort(sorted, d->nf, sizeof *sorted, rpoint_cmp);
+    } else {
+        b->oom = 1;
+    }
     for (size_t i = 0; i < d->nt; i++) {
         const struct rtrial *t = &d->t[i];
         double x = trial_x(d, t->mb, t->peak);
         if (t->oc != OC_FIT || isnan(t->sps) || isnan(x) || x < 0)
             continue;
-        int on_front = 0;
-        for (size_t k = 0; k < d->nf; k++)
-            on_front |= d->f[k].mb == t->mb && d->f[k].ga == t->ga && d->f[k].ckpt == t->ckpt &&
-                        d->f[k].sps == t->sps;
+        int on_front = on_frontier(sorted, d->nf, t);
         double px = ax_map(&ax, x), py = ax_map(&ay, t->sps);
         const char *fill = on_front ? COLOUR_MAIN : COLOUR_LIGHT;
         sb_printf(b, "<g class=\"point\" data-trial=\"%s\">", fmt_int(x1, sizeof x1, t->id));
@@ -1568,6 +1599,7 @@ static void svg_scatter(struct sbuf *b, const struct rdoc *d)
                   ckpt_word(t->ckpt), fmt_rate(r, sizeof r, t->sps), d->unit,
                   fmt_bytes(m, sizeof m, t->peak));
     }
+    free(sorted);
 
     if (d->has_best) {
         double x = trial_x(d, d->best.mb, d->best.peak);

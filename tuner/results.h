@@ -119,4 +119,41 @@ int results_write_json(const struct json_t *doc, const char *path, char *err, si
 /** Write the results file to path ("-": stdout).  0, or -1 with a reason. */
 int results_write(const struct results *r, const char *path, char *err, size_t errlen);
 
+/* ------------------------------------------------------------------ */
+/* Reading a results file back (autobatch report, matrix, notify and   */
+/* --baseline all start here).                                         */
+
+/** The largest results file read: a 100k-trial run writes about 70 MiB. */
+#define RESULTS_MAX_BYTES ((size_t)256 * 1024 * 1024)
+
+/**
+ * Parse the bytes of a results file.  what ("results", "baseline") and
+ * name (the path) only word the messages.  Returns the document (the
+ * caller json_decref()s it), or NULL with err filled in one line:
+ *
+ *   cannot parse WHAT 'NAME': line L: REASON     not JSON (jansson's reason)
+ *   WHAT 'NAME' is not an autobatch results file (...)
+ *                                                not an object, or a "schema"
+ *                                                string that does not start
+ *                                                "autobatch.results/"
+ *   WHAT 'NAME' is too large (more than 256 MiB) len > RESULTS_MAX_BYTES
+ *
+ * A document without "schema" is taken (files from before the key).
+ * Text quoted from the file (the reason, the schema) is cut to a few
+ * dozen bytes and every byte that is not printable UTF-8 text shows as
+ * \xNN, so that a hostile file cannot put escape sequences on the
+ * user's terminal through an error message.  Nesting is bounded by
+ * jansson (JSON_PARSER_MAX_DEPTH), so the document can be walked
+ * recursively.
+ */
+struct json_t *results_loadb(const char *buf, size_t len, const char *what, const char *name,
+                             char *err, size_t errlen);
+
+/**
+ * Read path and results_loadb() it.  Besides the messages above:
+ * "cannot read WHAT 'PATH': REASON" (missing, unreadable, not a regular
+ * file).  The size is checked before anything is read.
+ */
+struct json_t *results_load(const char *path, const char *what, char *err, size_t errlen);
+
 #endif

@@ -19,6 +19,7 @@
 
 #include "matrix.h"
 #include "fixture.h"
+#include "timing.h"
 
 static char *render(json_t *const *docs, const char *const *names, size_t n, enum matrix_format f)
 {
@@ -215,6 +216,115 @@ static void test_partial_and_errors(void **state)
     assert_int_equal(f, MATRIX_MARKDOWN);
 }
 
+/* A unit or command from the file cannot break the table or its text. */
+static void test_hostile_text(void **state)
+{
+    (void)state;
+    json_t *docs[2] = { fixture("results-h100.json"), fixture("results-l4.json") };
+    json_object_set_new(json_object_get(docs[0], "space"), "unit", json_string("frames|</td>\n| x"));
+    json_array_append_new(json_object_get(docs[1], "command"), json_string("a\x7f" "b|c\nd"));
+    char *md = render(docs, NULL, 2, MATRIX_MARKDOWN);
+    assert_null(strchr(md, 0x7f));
+    assert_null(strstr(md, "</td>"));
+    char lines[8][2048];
+    size_t n = table_lines(md, lines, 8);
+    assert_int_equal(n, 4); /* header, delimiter, two rows */
+    for (size_t i = 1; i < n; i++)
+        assert_int_equal(columns(lines[i]), columns(lines[0]));
+    /* A unit that is not a plain word is shown as the reports show it. */
+    assert_non_null(strstr(lines[2], " units | "));
+    free(md);
+    json_decref(docs[0]);
+    json_decref(docs[1]);
+}
+
+/* A results document with cells (grad_accum from, from+1, ...; checkpointing off). */
+static json_t *doc_with_cells(long long from, size_t count, int reverse)
+{
+    json_t *cells = json_array();
+    for (size_t k = 0; k < count; k++) {
+        long long ga = from + (long long)(reverse ? count - 1 - k : k);
+        json_array_append_new(cells, json_pack("{s:I, s:b, s:I, s:I}", "grad_accum", (json_int_t)ga,
+                                               "checkpointing", 0, "micro_batch", (json_int_t)ga,
+                                               "smallest_fail", (json_int_t)ga + 1));
+    }
+    return json_pack("{s:s, s:[s], s:o}", "schema", "autobatch.results/1", "command", "train",
+                     "max_fit", cells);
+}
+
+/* At most MATRIX_MAX_CELLS columns, the first in sorted order, and a word on the rest. */
+static void test_cell_cap(void **state)
+{
+    (void)state;
+    json_t *docs[2] = { doc_with_cells(1, 100, 1), doc_with_cells(1, 2, 0) };
+    /* A repeated cell: the file's first entry for it counts. */
+    json_array_append_new(json_object_get(docs[1], "max_fit"),
+                          json_pack("{s:I, s:b, s:I}", "grad_accum", (json_int_t)1, "checkpointing", 0,
+                                    "micro_batch", (json_int_t)999));
+    char *md = render(docs, NULL, 2, MATRIX_MARKDOWN);
+    char lines[4][2048];
+    assert_int_equal(table_lines(md, lines, 4), 4);
+    assert_int_equal(columns(lines[0]), 5 + MATRIX_MAX_CELLS);
+    assert_non_null(strstr(lines[0], "| accum 1, ckpt off | accum 2, ckpt off |"));
+    assert_non_null(strstr(lines[0], "| accum 64, ckpt off |"));
+    assert_null(strstr(lines[0], "accum 65,"));
+    assert_non_null(strstr(lines[3], "| 1 | 2 | \xe2\x80\x94 |"));
+    assert_null(strstr(lines[3], "999"));
+    assert_non_null(strstr(md, "\nOnly the first 64 cells are shown; the files search 36 more.\n"));
+    free(md);
+
+    char *js = render(docs, NULL, 2, MATRIX_JSON);
+    json_error_t je;
+    json_t *m = json_loads(js, 0, &je);
+    assert_non_null(m);
+    assert_int_equal(json_array_size(json_object_get(m, "cells")), MATRIX_MAX_CELLS);
+    assert_int_equal(json_integer_value(json_object_get(m, "cells_left_out")), 36);
+    json_t *row = json_array_get(json_object_get(m, "rows"), 1);
+    assert_int_equal(json_array_size(json_object_get(row, "max_fit")), MATRIX_MAX_CELLS);
+    assert_int_equal(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(row, "max_fit"), 0), "micro_batch")), 1);
+    json_decref(m);
+    free(js);
+    json_decref(docs[0]);
+    json_decref(docs[1]);
+}
+
+/* n files, each with 4 cells of its own and 4 shared, plus one file of n cells in reverse order. */
+static double time_matrix(size_t n, void *ctx)
+{
+    (void)ctx;
+    json_t **docs = calloc(n + 1, sizeof *docs);
+    assert_non_null(docs);
+    for (size_t i = 0; i < n; i++) {
+        docs[i] = doc_with_cells(1000 + 4 * (long long)i, 4, 0);
+        json_t *shared = doc_with_cells(1, 4, 1);
+        json_array_extend(json_object_get(docs[i], "max_fit"), json_object_get(shared, "max_fit"));
+        json_decref(shared);
+    }
+    docs[n] = doc_with_cells(1, n, 1);
+    double t0 = timing_now();
+    for (int f = 0; f < 2; f++) {
+        char *out = NULL, err[256];
+        if (matrix_render(docs, NULL, n + 1, f ? MATRIX_JSON : MATRIX_MARKDOWN, &out, NULL, err,
+                          sizeof err))
+            fail_msg("matrix_render: %s", err);
+        free(out);
+    }
+    double t = timing_now() - t0;
+    for (size_t i = 0; i <= n; i++)
+        json_decref(docs[i]);
+    free(docs);
+    return t;
+}
+
+/* The matrix stays linear in the number of files and of their cells. */
+static void test_linear(void **state)
+{
+    (void)state;
+    double r = timing_ratio("matrix", time_matrix, NULL, 250, 4000, NULL, NULL, NULL);
+    assert_true(r < TIMING_MAX_RATIO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -222,6 +332,9 @@ int main(void)
         cmocka_unit_test(test_no_gpu_and_other_command),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_partial_and_errors),
+        cmocka_unit_test(test_hostile_text),
+        cmocka_unit_test(test_cell_cap),
+        cmocka_unit_test(test_linear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

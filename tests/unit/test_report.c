@@ -23,6 +23,8 @@
 
 #include "report.h"
 #include "fixture.h"
+#include "timing.h"
+#include "../fuzz/fmtcheck.h"
 
 /* ------------------------------------------------------------------ */
 /* Helpers.                                                            */
@@ -661,6 +663,188 @@ static void test_regression_gate(void **state)
     json_decref(doc);
 }
 
+/* ------------------------------------------------------------------ */
+/* Hostile text and hostile sizes.                                     */
+
+static const char *const md_lines[] = {
+    "# autobatch results", "**Chosen:** ", "**No configuration", "The command failed in trial ",
+    "- ", "The search was interrupted", "## ", "**Regression** against ", "No regression against ",
+    "> **Different command:**", "Nothing changed.", "Throughput against ", "Empty: no trial fitted.",
+    "Sizes that failed", "No trial ran.", "_", NULL,
+};
+
+/* Every format passes fmtcheck's checks (the fuzz target's, see tests/fuzz/). */
+static void check_formats(const json_t *doc)
+{
+    size_t len, at = 0;
+    const char *why;
+    char *md = render(doc, REPORT_MARKDOWN, &len);
+    if ((why = fc_markdown(md, len, md_lines, &at)))
+        fail_msg("markdown: %s at byte %zu: %.80s", why, at, md + at);
+    free(md);
+    char *html = render(doc, REPORT_HTML, &len);
+    assert_int_equal(fc_count_ci(html, len, "<script"), 0);
+    if ((why = fc_html(html, len, &at)))
+        fail_msg("html: %s at byte %zu: %.80s", why, at, html + at);
+    free(html);
+    char *xml = render(doc, REPORT_JUNIT, &len);
+    if ((why = fc_xml(xml, len, &at)))
+        fail_msg("junit: %s at byte %zu: %.80s", why, at, xml + at);
+    free(xml);
+}
+
+/* A real file with markup, pipes, line breaks and control characters in
+ * every string (tests/fuzz/seeds_results/results-hostile.json). */
+static void test_hostile_strings(void **state)
+{
+    (void)state;
+    const char *src = getenv("AB_SOURCE_DIR");
+    assert_non_null(src);
+    char *path = NULL;
+    assert_true(asprintf(&path, "%s/tests/fuzz/seeds_results/results-hostile.json", src) > 0);
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    if (!doc)
+        fail_msg("cannot load '%s': %s", path, je.text);
+    free(path);
+    check_formats(doc);
+    /* The same strings in the regression gate's texts and file name. */
+    json_t *bl = json_pack("{s:s, s:b, s:[{s:s, s:s, s:b}]}", "file", "old|</code>\n.json",
+                           "regression", 1, "changes", "kind", "command", "text",
+                           "a | b\n| c |<script>x</script>\x1b[2J", "regression", 1);
+    json_object_set_new(doc, "baseline", bl);
+    check_formats(doc);
+    json_decref(doc);
+}
+
+/*
+ * A results document that grows with n in every direction: n trials (a
+ * third of them OOMs with evidence), a frontier of n points, n cells, n
+ * contradictions, n baseline changes, an n-word command, and one crash
+ * whose evidence and one command word are 64n bytes long.
+ */
+static json_t *big_doc(size_t n)
+{
+    json_t *trials = json_array(), *front = json_array(), *cells = json_array(),
+           *contra = json_array(), *cmd = json_array(), *changes = json_array();
+    size_t big = 64 * n;
+    char *longtext = malloc(big + 1);
+    assert_non_null(longtext);
+    for (size_t i = 0; i < big; i++)
+        longtext[i] = "ab|<&`* \\x"[i % 10];
+    longtext[big] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        json_int_t mb = (json_int_t)i + 1;
+        int oom = i % 3 == 2;
+        json_array_append_new(trials, json_pack(
+            "{s:I, s:I, s:I, s:b, s:s, s:f, s:I, s:o, s:o, s:o}", "id", mb, "micro_batch", mb,
+            "grad_accum", (json_int_t)(1 + i % 4), "checkpointing", (int)(i % 2), "outcome",
+            oom ? "oom" : "fit", "wall_s", 0.25, "steps_measured", (json_int_t)5, "samples_per_s",
+            oom ? json_null() : json_real(10.0 + (double)i), "peak_mem_bytes",
+            json_integer((json_int_t)(i + 1) << 20), "evidence",
+            oom ? json_string("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB | <x>")
+                : json_null()));
+        if (!oom)
+            json_array_append_new(front, json_pack("{s:I, s:I, s:b, s:f, s:I}", "micro_batch", mb,
+                                                   "grad_accum", (json_int_t)(1 + i % 4), "checkpointing",
+                                                   (int)(i % 2), "samples_per_s", 10.0 + (double)i,
+                                                   "peak_mem_bytes", (json_int_t)(i + 1) << 20));
+        json_array_append_new(cells, json_pack("{s:I, s:b, s:I, s:I, s:I, s:s}", "grad_accum", mb,
+                                               "checkpointing", 0, "micro_batch", mb, "smallest_fail",
+                                               mb + 1, "trials", (json_int_t)2, "skipped", "note | <b>"));
+        json_array_append_new(contra, json_pack("{s:I, s:b, s:I, s:I, s:s}", "grad_accum", (json_int_t)1,
+                                                "checkpointing", 0, "micro_batch", mb, "larger_fit",
+                                                mb + 1, "retest", "fit"));
+        json_array_append_new(changes, json_pack("{s:s, s:s, s:b}", "kind", "max_fit", "text",
+                                                 "largest micro-batch shrank | <b>", "regression", 1));
+        json_array_append_new(cmd, json_string("--flag=a value"));
+    }
+    json_array_append_new(cmd, json_string(longtext));
+    json_array_append_new(trials, json_pack("{s:I, s:I, s:s, s:I, s:s}", "id", (json_int_t)n + 1,
+                                            "micro_batch", (json_int_t)1, "outcome", "crash",
+                                            "exit_code", (json_int_t)1, "evidence", longtext));
+    free(longtext);
+    json_t *doc = json_pack(
+        "{s:s, s:o, s:s, s:{s:s, s:[{s:s, s:I}]}, s:{s:{s:I, s:I, s:I}, s:s}, s:o, s:o, s:o, s:o,"
+        " s:{s:I, s:I, s:b, s:f, s:I}, s:{s:I, s:f, s:I}, s:{s:s, s:b, s:o}}",
+        "schema", "autobatch.results/1", "command", cmd, "started_at", "2026-11-21T08:00:00Z",
+        "host", "hostname", "node", "gpus", "name", "NVIDIA H100", "memory_total_bytes",
+        (json_int_t)85520809984, "space", "batch", "min", (json_int_t)1, "max", (json_int_t)n,
+        "step", (json_int_t)1, "unit", "samples", "trials", trials, "max_fit", cells, "frontier",
+        front, "contradictions", contra, "best", "micro_batch", (json_int_t)1, "grad_accum",
+        (json_int_t)1, "checkpointing", 0, "samples_per_s", 10.0, "peak_mem_bytes",
+        (json_int_t)1 << 20, "summary", "trials", (json_int_t)n, "wall_s", 1.0, "exit",
+        (json_int_t)0, "baseline", "file", "old.json", "regression", 1, "changes", changes);
+    assert_non_null(doc);
+    return doc;
+}
+
+static double time_reports(size_t n, void *ctx)
+{
+    (void)ctx;
+    json_t *doc = big_doc(n);
+    double t0 = timing_now();
+    static const enum report_format fmts[] = { REPORT_MARKDOWN, REPORT_HTML, REPORT_JUNIT };
+    size_t full = 0;
+    for (size_t k = 0; k < 3; k++) {
+        char *out = NULL, err[256];
+        if (report_render(doc, fmts[k], &out, k ? NULL : &full, err, sizeof err))
+            fail_msg("%s: %s", report_format_name(fmts[k]), err);
+        free(out);
+    }
+    /* Half the Markdown: the byte-budgeted path drops rows. */
+    char *out = NULL, err[256];
+    size_t len = 0;
+    if (report_summary_markdown(doc, full / 2, &out, &len, err, sizeof err))
+        fail_msg("summary: %s", err);
+    assert_true(len <= full / 2 && len > full / 4);
+    free(out);
+    double t = timing_now() - t0;
+    json_decref(doc);
+    return t;
+}
+
+/* n fitting trials, every one on an n-point frontier: nothing else. */
+static double time_scatter(size_t n, void *ctx)
+{
+    (void)ctx;
+    json_t *trials = json_array(), *front = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_t *p = json_pack("{s:I, s:I, s:b, s:f, s:I}", "micro_batch", (json_int_t)i + 1,
+                              "grad_accum", (json_int_t)1, "checkpointing", 0, "samples_per_s",
+                              10.0 + (double)i, "peak_mem_bytes", (json_int_t)(i + 1) << 20);
+        json_array_append(front, p);
+        json_object_set_new(p, "outcome", json_string("fit"));
+        json_array_append_new(trials, p);
+    }
+    json_t *doc = json_pack("{s:o, s:o}", "trials", trials, "frontier", front);
+    double t0 = timing_now();
+    char *out = NULL, err[256];
+    if (report_render(doc, REPORT_HTML, &out, NULL, err, sizeof err))
+        fail_msg("html: %s", err);
+    free(out);
+    double t = timing_now() - t0;
+    json_decref(doc);
+    return t;
+}
+
+/*
+ * Every format stays linear in the size of the results file: all of it
+ * growing at once, and the one product that used to be quadratic (each
+ * fitting trial looked up in the frontier, in the HTML's scatter plot)
+ * at a size where a pairwise scan would dominate.
+ */
+static void test_linear(void **state)
+{
+    (void)state;
+    double r = timing_ratio("reports, every part growing", time_reports, NULL, 250, 4000, NULL,
+                            NULL, NULL);
+    assert_true(r < TIMING_MAX_RATIO);
+    r = timing_ratio("html, n fits on an n-point frontier", time_scatter, NULL, 2000, 4000, NULL,
+                     NULL, NULL);
+    assert_true(r < TIMING_MAX_RATIO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -678,6 +862,8 @@ int main(void)
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_format_parse),
         cmocka_unit_test(test_regression_gate),
+        cmocka_unit_test(test_hostile_strings),
+        cmocka_unit_test(test_linear),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -444,8 +444,15 @@ int matrix_render(json_t *const *results, const char *const *names, size_t n, en
     for (size_t i = 0; i < n; i++) {
         const char *schema = json_string_value(mx_get(results[i], "schema"));
         if (!json_is_object(results[i]) || (schema && strncmp(schema, "autobatch.results/", 18))) {
-            char nb[32];
-            snprintf(err, errlen, "'%s' is not an autobatch results file", mx_name(names, i, nb, sizeof nb));
+            /* The name on one line: a control character in it shows as \xNN. */
+            char nb[32], shown[256];
+            const unsigned char *nm = (const unsigned char *)mx_name(names, i, nb, sizeof nb);
+            size_t o = 0;
+            for (; *nm && o + 5 < sizeof shown; nm++)
+                o += (size_t)snprintf(shown + o, sizeof shown - o, *nm < 0x20 || *nm == 0x7f ?
+                                      "\\x%02x" : "%c", *nm);
+            shown[o] = '\0';
+            snprintf(err, errlen, "'%s' is not an autobatch results file", shown);
             return -1;
         }
     }

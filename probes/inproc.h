@@ -33,6 +33,7 @@ struct inproc_event {
     long batch_size;       /**< the training DataLoader's batch size; -1 unknown */
     long batch_len;        /**< leading dimension of the last batch; -1 unknown */
     long batches;          /**< batches fetched since the previous step; -1 unknown */
+    long long vm_peak_kb;  /**< the process's VmPeak (AUTOBATCH_VMPEAK set); -1 unknown */
     char text[160];        /**< torch version ("torch"), or what failed ("error") */
     char hook[16];         /**< "global" or "wrap" ("torch") */
 };

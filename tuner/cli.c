@@ -19,7 +19,7 @@ enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 enum opt_id {
     O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_GLOBAL_BATCH, O_GRAD_ACCUM,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
-    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_STEPS,
+    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_STEPS,
     O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
     O_WEBHOOK_INSECURE, O_VERSION, O_WARMUP,
     O_WORLD_SIZE, O_WRITE,
@@ -55,6 +55,7 @@ static const struct opt cli_opts[] = {
     { "preset", OPT_STRING, 0, O_PRESET },
     { "quiet", OPT_FLAG, 'q', O_QUIET },
     { "regression-threshold", OPT_STRING, 0, O_REGRESSION_THRESHOLD },
+    { "replay", OPT_FLAG, 0, O_REPLAY },
     { "steps", OPT_COUNT, 0, O_STEPS },
     { "trial-memory-limit", OPT_STRING, 0, O_TRIAL_MEMORY_LIMIT },
     { "trial-timeout", OPT_DURATION, 0, O_TRIAL_TIMEOUT },
@@ -105,6 +106,9 @@ static const char cli_usage[] =
 "  --headroom PCT        keep PCT percent of device memory free (default 0)\n"
 "  --no-cache            ignore and do not update the warm-start cache\n"
 "  --no-probe            do not load the in-process probe into Python trials\n"
+"  --replay              record two small trials' allocations per cell, predict the\n"
+"                        boundary, and run the prediction and the size above first\n"
+"                        (needs the probe; on CPU, --trial-memory-limit)\n"
 "Limits (durations like 90s, 10m, 2h):\n"
 "  --trial-timeout D     end a trial after D (default 20m)\n"
 "  --hang-timeout D      end a trial after D without output (default 5m)\n"
@@ -257,6 +261,7 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_GLOBAL_BATCH: p->global_batch = n; break;
     case O_NO_CACHE: p->no_cache = 1; break;
     case O_NO_PROBE: p->no_probe = 1; break;
+    case O_REPLAY: p->replay = 1; break;
     case O_TRIAL_MEMORY_LIMIT:
         if (units_size(arg, &p->trial_mem_limit) || p->trial_mem_limit < (64ULL << 20))
             return cli_bad("--trial-memory-limit '%s': a size of at least 64M, e.g. 512M or 2G", arg);

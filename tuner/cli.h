@@ -38,6 +38,7 @@ struct plan {
     double headroom;          /**< --headroom PCT as a fraction */
     int no_cache;             /**< --no-cache */
     int no_probe;             /**< --no-probe */
+    int replay;               /**< --replay: guide the search with the replay probe */
     uint64_t trial_mem_limit; /**< --trial-memory-limit in bytes; 0: none */
     const char *markdown_path, *junit_path, *html_path; /**< report files, or NULL */
     const char *baseline_path;   /**< --baseline, or NULL */

@@ -33,6 +33,7 @@
 #include "outq.h"
 #include "proctree.h"
 #include "gpu.h"
+#include "guide.h"
 #include "progress.h"
 #include "results.h"
 #include "search.h"
@@ -699,6 +700,34 @@ static void ab_sweep(const struct plan *plan, const struct ab_setup *s, const ch
                       lr.copies == 1 ? "y" : "ies", lr.temps, lr.temps == 1 ? "" : "s", lr.first);
 }
 
+/* Steps a recording trial runs: the probe records after the second
+ * optimizer step, for three steps (the first of them is dropped), and
+ * writes its trace in the hook of the fifth; one more step ends it. */
+#define AB_RECORD_STEPS 6
+
+/*
+ * The environment of a --replay trial.  Every trial reports its VmPeak.
+ * On CPU under --trial-memory-limit, glibc's malloc gets a fixed mmap
+ * threshold and one arena, so that a freed large block leaves the address
+ * space at once, as freed memory returns to a GPU's caching allocator:
+ * the address space then follows the live bytes the replay model
+ * predicts (measured: within 0.1% at 8 to 32 times the recorded sizes).
+ * A user's own MALLOC_* settings are kept.  A recording trial gets the
+ * trace directory.  Returns 0, or -1 (ENOMEM).
+ */
+static int ab_replay_env(struct strvec *env, int cpu, const char *record_dir)
+{
+    int rc = strvec_pushf(env, "AUTOBATCH_VMPEAK=1");
+    if (cpu && !getenv("MALLOC_MMAP_THRESHOLD_"))
+        rc |= strvec_pushf(env, "MALLOC_MMAP_THRESHOLD_=65536");
+    if (cpu && !getenv("MALLOC_ARENA_MAX"))
+        rc |= strvec_pushf(env, "MALLOC_ARENA_MAX=1");
+    if (record_dir)
+        rc |= strvec_pushf(env, "AUTOBATCH_RECORD=%s", record_dir) |
+              strvec_pushf(env, "AUTOBATCH_RECORD_AFTER=2");
+    return rc ? -1 : 0;
+}
+
 /* An empty regular file of ours that the trial appends to, 0600. */
 static int ab_make_channel(const char *path)
 {
@@ -960,6 +989,32 @@ int main(int argc, char **argv)
         progress_note(&pg, "warm start: confirming the boundaries cached from the last run "
                            "(--no-cache to search afresh)");
 
+    /* ---- the replay probe (--replay): what capacity it predicts for */
+    struct guide guide = { NULL, 0, 0, NULL };
+    int replay_cpu = 0;
+    if (plan.replay) {
+        double gcap = gpu_capacity(&gpu);
+        const char *bad = NULL;
+        if (plan.no_probe)
+            bad = "--replay records through the in-process probe; drop --no-probe";
+        else if (!plan.trial_mem_limit && gcap <= 0)
+            bad = "--replay needs a capacity to predict for: a GPU seen through NVML, or "
+                  "--trial-memory-limit SIZE on CPU";
+        if (bad || guide_init(&guide, &space, plan.trial_mem_limit ? (int64_t)plan.trial_mem_limit
+                                                                    : (int64_t)gcap,
+                              plan.trial_mem_limit ? "trial-memory-limit" : "gpu")) {
+            cli_error("%s", bad ? bad : "out of memory");
+            guide_release(&guide);
+            leftovers_remove_tree(dir);
+            space_release(&space);
+            results_release(&res);
+            oom_table_release(&oom);
+            ab_setup_release(&setup);
+            return AB_USAGE;
+        }
+        replay_cpu = plan.trial_mem_limit > 0;
+    }
+
     /* ---- the trials */
     double t0 = ab_now();
     int status = AB_OK, budget_hit = 0, crashed = 0, timeouts = 0, no_steps = 0;
@@ -974,6 +1029,7 @@ int main(int argc, char **argv)
 
     while (!ab_interrupted && space_next(&space, &ci, &value)) {
         const struct cell *cell = &space.cells[ci];
+        int recording = plan.replay && guide_next(&guide, &space, ci, &value);
         double left = plan.budget_s > 0 ? plan.budget_s - (ab_now() - t0) : 0;
         if (plan.budget_s > 0 && left <= 0) {
             budget_hit = 1;
@@ -983,15 +1039,16 @@ int main(int argc, char **argv)
         /* Everything of one trial lives in one directory that goes when
          * the trial does: its report and probe files, its scratch output
          * directory, its working directory. */
-        char tdir[4200], report[4300], probe[4300], outdir[4300], wd[4300];
+        char tdir[4200], report[4300], probe[4300], outdir[4300], wd[4300], recdir[4300];
         snprintf(tdir, sizeof tdir, "%s/trial-%ld", dir, id);
         snprintf(report, sizeof report, "%s/report.jsonl", tdir);
         snprintf(probe, sizeof probe, "%s/probe.jsonl", tdir);
         snprintf(outdir, sizeof outdir, "%s/out", tdir);
         snprintf(wd, sizeof wd, "%s/wd", tdir);
+        snprintf(recdir, sizeof recdir, "%s/trace", tdir);
         int want_out = setup.preset.knobs[KNOB_OUTPUT_DIR].via != VIA_NONE;
         if (mkdir(tdir, 0700) || (want_out && mkdir(outdir, 0700)) ||
-            (setup.preset.config_fixed && mkdir(wd, 0700)) ||
+            (setup.preset.config_fixed && mkdir(wd, 0700)) || (recording && mkdir(recdir, 0700)) ||
             ab_make_channel(report) || (!plan.no_probe && ab_make_channel(probe))) {
             cli_error("cannot prepare trial %ld in '%s': %s", id, tdir, strerror(errno));
             leftovers_remove_tree(tdir);
@@ -1007,6 +1064,13 @@ int main(int argc, char **argv)
         struct inject_trial t = INJECT_TRIAL_INIT;
         if (inject_build(&ctx, plan.command, environ, &cand, &t, err, sizeof err)) {
             cli_error("%s", err);
+            leftovers_remove_tree(tdir);
+            status = AB_USAGE;
+            break;
+        }
+        if (plan.replay && ab_replay_env(&t.env, replay_cpu, recording ? recdir : NULL)) {
+            cli_error("out of memory");
+            inject_trial_release(&t);
             leftovers_remove_tree(tdir);
             status = AB_USAGE;
             break;
@@ -1027,14 +1091,20 @@ int main(int argc, char **argv)
             .log_rules = &log_rules, .interrupt = &ab_interrupted,
             .hooks = { &pg, progress_output, progress_step, &gpu, ab_tick },
         };
+        /* A recording trial runs until the probe has written its trace:
+         * two steps before the recording, three recorded, one more. */
+        if (recording && to.target_steps < AB_RECORD_STEPS)
+            to.target_steps = AB_RECORD_STEPS;
         struct trial_spec spec = { t.argv.v, t.env.v, t.cwd };
         progress_trial_start(&pg, id, value, cell->grad_accum, cell->checkpointing,
                              to.target_steps, t.argv.v);
         gpu_trial_start(&gpu);
         int rc = trial_run(&spec, &to, tr);
-        /* The trial's tree is gone: its temporary config copies go too. */
+        /* The trial's tree is gone: its temporary config copies go too
+         * (a recording trial's directory stays until its trace is read). */
         inject_trial_release(&t);
-        leftovers_remove_tree(tdir);
+        if (!recording)
+            leftovers_remove_tree(tdir);
         if (rc) {
             cli_error("cannot start a trial: %s", strerror(errno));
             status = AB_USAGE;
@@ -1095,6 +1165,7 @@ int main(int argc, char **argv)
             .probe_processes = tr->probe_processes, .probe_world = tr->probe_world,
             .loader_batch = tr->loader_batch, .batches_per_step = tr->loader_batches_per_step,
             .peak_allocated_bytes = tr->peak_allocated_bytes,
+            .peak_vm_bytes = tr->peak_vm_bytes, .recorded = recording,
         };
         if (!res.teardown)
             res.teardown = trial_isolated_name(tr->isolation);
@@ -1144,6 +1215,19 @@ int main(int argc, char **argv)
             obs.capacity_bytes = (double)on->total;
         }
         space_record(&space, ci, &obs);
+        if (plan.replay) {
+            char note[1024];
+            guide_record(&guide, &space, ci, value, recording, obs.fit,
+                         replay_cpu ? tr->peak_vm_bytes : peak, recdir, note, sizeof note);
+            if (note[0])
+                progress_note(&pg, "%s", note);
+        }
+        if (recording)
+            leftovers_remove_tree(tdir);
+    }
+    if (plan.replay) {
+        res.replay = guide_json(&guide, &space);
+        guide_release(&guide);
     }
 
     /* ---- the answer */

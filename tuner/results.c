@@ -51,6 +51,7 @@ void results_release(struct results *r)
     free(r->contra);
     free(r->grad_accum);
     free(r->gpus);
+    json_decref(r->replay);
     struct results zero = RESULTS_INIT;
     *r = zero;
 }
@@ -208,6 +209,8 @@ static json_t *results_trial_json(const struct results_trial *t)
     json_object_set_new(o, "signature", str_or_null(t->signature));
     if (t->retest)
         json_object_set_new(o, "retest", json_true());
+    if (t->recorded)
+        json_object_set_new(o, "recorded", json_true());
     json_object_set_new(o, "steps_from", str_or_null(t->steps_from));
     if (t->probe_processes > 0) {
         json_t *pr = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o}",
@@ -217,6 +220,8 @@ static json_t *results_trial_json(const struct results_trial *t)
                                "loader_batch_size", int_or_null(t->loader_batch),
                                "batches_per_step", int_or_null(t->batches_per_step),
                                "peak_allocated_bytes", int_or_null(t->peak_allocated_bytes));
+        if (pr)
+            json_object_set_new(pr, "peak_vm_bytes", int_or_null(t->peak_vm_bytes));
         json_object_set_new(o, "probe", pr ? pr : json_null());
     } else {
         json_object_set_new(o, "probe", json_null());
@@ -318,6 +323,7 @@ json_t *results_to_json(const struct results *r)
                                                   "name", r->gpus[i].name, "memory_total_bytes",
                                                   (json_int_t)r->gpus[i].total));
         json_object_set_new(doc, "config", str_or_null(r->config));
+        json_object_set_new(doc, "replay", r->replay ? json_incref(r->replay) : json_null());
     }
     return doc;
 }

@@ -45,6 +45,8 @@ struct results_trial {
     long loader_batch;      /**< the training DataLoader's batch size; <0: null */
     long batches_per_step;  /**< DataLoader batches per optimizer step; <0: null */
     int64_t peak_allocated_bytes; /**< <0: null */
+    int64_t peak_vm_bytes;  /**< the probe's VmPeak (--replay); <0: null */
+    int recorded;           /**< a --replay recording trial (its profiled steps are slower) */
 };
 
 /** One (grad_accum, checkpointing) cell's answer. */
@@ -85,6 +87,7 @@ struct results {
     struct results_cell *cells; size_t ncells;
     struct results_contradiction *contra; size_t ncontra;
     const char *teardown;    /**< "pid-namespace" or "process-tree" (static), or NULL */
+    struct json_t *replay;   /**< --replay's predictions (guide_json; owned), or NULL */
     long best;               /**< index into trials, -1 when nothing chosen */
     double wall_s;
     int exit_status;

@@ -12,13 +12,18 @@
 #       torch's optimizer step hooks; "wrap": Optimizer.step wrapped, for
 #       torch < 2.0);
 #   {"ab":"step","pid":P,"rank":R,"world":W,"step":N,"t":T,
-#    "res":B,"alloc":B,"bs":S,"blen":S,"nb":K}
+#    "res":B,"alloc":B,"bs":S,"blen":S,"nb":K,"vm":KB}
 #       the N-th real optimizer step of this process finished at T
 #       (time.monotonic(), the system's CLOCK_MONOTONIC); on CUDA the
 #       step's peak bytes reserved and allocated by the caching
 #       allocator (reset after each step); the training DataLoader's
 #       batch size, the length of the last batch it yielded, and the
-#       batches fetched since the previous step;
+#       batches fetched since the previous step; with AUTOBATCH_VMPEAK
+#       set, the process's peak address space so far (VmPeak, kB; null
+#       otherwise: reading it costs a file read per step);
+#   {"ab":"trace","pid":P,"rank":R,"path":"...","events":N}
+#       with AUTOBATCH_RECORD set: this process's allocation trace of two
+#       training steps is in path (see _Recorder);
 #   {"ab":"error","pid":P,"what":"..."}
 #       something the probe could not do; the trainer is not affected.
 #
@@ -68,6 +73,8 @@ class _Probe(object):
         self.blen = None         # leading dimension of the last batch
         self.batches = 0         # batches fetched since the last step
         self.broken = False
+        self.recorder = None     # _Recorder when AUTOBATCH_RECORD is set
+        self.vmpeak = False      # report VmPeak with each step
 
     # ------------------------------------------------------------ output
 
@@ -140,16 +147,144 @@ class _Probe(object):
         self.steps += 1
         rank, world = self.where()
         res, alloc = self.memory()
+        vm = _vm_kb("VmPeak") if self.vmpeak else None
         self.emit('{"ab":"step","pid":%d,"rank":%d,"world":%d,"step":%d,"t":%.6f,'
-                  '"res":%s,"alloc":%s,"bs":%s,"blen":%s,"nb":%d}'
+                  '"res":%s,"alloc":%s,"bs":%s,"blen":%s,"nb":%d,"vm":%s}'
                   % (self.pid, rank, world, self.steps, t, _num(res), _num(alloc),
-                     _num(self.bs), _num(self.blen), self.batches))
+                     _num(self.bs), _num(self.blen), self.batches, _num(vm)))
         self.batches = 0
+        if self.recorder is not None:
+            self.recorder.step(self, rank, world)
 
     def batch(self, it, b):
         self.batches += 1
         self.bs = getattr(it, "_autobatch_bs", None)
         self.blen = _leading_dim(b)
+
+
+class _Recorder(object):
+    """The allocation trace of two training steps, for autobatch's replay
+    model (probes/replay.h): with AUTOBATCH_RECORD=DIR, after the
+    AUTOBATCH_RECORD_AFTER-th optimizer step (default 2: the optimizer's
+    state exists and the steady peak was reached, so VmPeak then is the
+    step's) the profiler records every allocation and free (torch.profiler
+    with profile_memory: CPU and CUDA allocations, torch 1.13 through 2.x,
+    in one form) for three more steps, then writes DIR/trace-PID.txt with
+    the last two (the first step of a recording misses the frees of what
+    was allocated before it started):
+
+      autobatch-trace 1
+      pid P
+      rank R
+      world W
+      torch VERSION
+      vm_peak_kb K          (/proc/self/status VmPeak before recording)
+      vm_size_kb K          (VmSize when recording started)
+      cuda_reserved B       (caching allocator, when recording started; -1 off CUDA)
+      cuda_allocated B
+      cuda_outside B        (device memory outside the allocator: total - free - reserved)
+      step 1
+      a DEV SIZE ADDR       (an allocation; DEV c for CPU, g for a GPU)
+      f DEV SIZE ADDR       (a free)
+      step 2
+      ...
+      end N                 (N events: a file without it was cut short)
+
+    Events are in time order and split at the optimizer steps' ends.  The
+    profiler's own cost lands only on those two steps."""
+
+    def __init__(self, directory, after):
+        self.dir = directory
+        self.after = after
+        self.prof = None
+        self.marks = []
+        self.head = None
+        self.done = False
+
+    def step(self, probe, rank, world):
+        if self.done or probe.steps < self.after:
+            return
+        import time
+        if self.prof is None:
+            self.head = self.header(probe, rank, world)
+            from torch.profiler import profile, ProfilerActivity
+            self.prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            self.prof.start()
+            self.marks = [time.time_ns()]
+            return
+        self.marks.append(time.time_ns())
+        if len(self.marks) < 4:
+            return
+        self.done = True
+        prof, self.prof = self.prof, None
+        prof.stop()
+        path = os.path.join(self.dir, "trace-%d.txt" % os.getpid())
+        n = self.write(prof, path)
+        probe.emit('{"ab":"trace","pid":%d,"rank":%d,"path":%s,"events":%d}'
+                   % (os.getpid(), rank, _json_str(path), n))
+
+    def header(self, probe, rank, world):
+        res = alloc = outside = -1
+        try:
+            cuda = probe.torch.cuda
+            if cuda.is_initialized():
+                dev = cuda.current_device()
+                res = cuda.memory_reserved(dev)
+                alloc = cuda.memory_allocated(dev)
+                free, total = cuda.mem_get_info(dev)
+                outside = total - free - res
+        except Exception:
+            pass
+        return ["autobatch-trace 1", "pid %d" % os.getpid(), "rank %d" % rank,
+                "world %d" % world,
+                "torch %s" % getattr(probe.torch, "__version__", "?").split()[0],
+                "vm_peak_kb %d" % (_vm_kb("VmPeak") or -1), "vm_size_kb %d" % (_vm_kb("VmSize") or -1),
+                "cuda_reserved %d" % res, "cuda_allocated %d" % alloc,
+                "cuda_outside %d" % outside]
+
+    def write(self, prof, path):
+        events = []
+        stack = list(prof.profiler.kineto_results.experimental_event_tree())
+        while stack:
+            node = stack.pop()
+            ef = node.extra_fields
+            if type(ef).__name__.endswith("Allocation"):
+                dev = "g" if "cuda" in str(getattr(ef, "device_type", "")).lower() else "c"
+                events.append((node.start_time_ns, ef.alloc_size, dev, ef.ptr))
+            stack.extend(node.children)
+        events.sort(key=lambda e: e[0])
+        lines = list(self.head)
+        k = n = 0
+        for t, size, dev, ptr in events:
+            if t < self.marks[1]:
+                continue
+            while k < 2 and (k == 0 or t >= self.marks[k + 1]):
+                k += 1
+                lines.append("step %d" % k)
+            lines.append("%s %s %d %d" % ("a" if size >= 0 else "f", dev, abs(size), ptr))
+            n += 1
+        while k < 2:
+            k += 1
+            lines.append("step %d" % k)
+        lines.append("end %d" % n)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        os.rename(tmp, path)
+        return n
+
+
+def _vm_kb(key):
+    """A figure of /proc/self/status in kB (VmPeak, VmSize), or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k == key:
+                    return int(v.split()[0])
+    except Exception:
+        pass
+    return None
 
 
 def _monotonic():
@@ -385,6 +520,10 @@ def _ab_start():
                          "read from the output instead\n" % path)
         return
     probe = _Probe(fd)
+    probe.vmpeak = bool(os.environ.get("AUTOBATCH_VMPEAK"))
+    record = os.environ.get("AUTOBATCH_RECORD")
+    if record:
+        probe.recorder = _Recorder(record, max(1, _env_int("AUTOBATCH_RECORD_AFTER") or 2))
     if "torch" in sys.modules:
         _install(probe, sys.modules["torch"])
     else:

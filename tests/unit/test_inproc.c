@@ -102,7 +102,7 @@ static void test_install_writes_the_probe(void **state)
     snprintf(file, sizeof file, "%s/sitecustomize.py", dir);
     FILE *f = fopen(file, "r");
     assert_non_null(f);
-    char buf[8192];
+    static char buf[65536];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = '\0';

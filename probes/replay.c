@@ -1,0 +1,413 @@
+/*
+ * replay: the trace reader, the per-allocation fit and the replays
+ * (see replay.h).
+ */
+#include "replay.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "casim.h"
+#include "errbuf.h"
+
+/* ------------------------------------------------------------- reading */
+
+struct evbuf {
+    int64_t *v;
+    size_t n, cap;
+};
+
+static int evbuf_push(struct evbuf *b, int64_t x)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? 2 * b->cap : 1024;
+        int64_t *v = realloc(b->v, cap * sizeof *v);
+        if (!v)
+            return -1;
+        b->v = v;
+        b->cap = cap;
+    }
+    b->v[b->n++] = x;
+    return 0;
+}
+
+void replay_trace_release(struct replay_trace *t)
+{
+    free(t->ev[0]);
+    free(t->ev[1]);
+    *t = (struct replay_trace)REPLAY_TRACE_INIT;
+}
+
+/* A header value: a whole number, -1 allowed. */
+static int replay_num(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || (*end && *end != '\n') || v < -1)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_t errlen)
+{
+    *t = (struct replay_trace)REPLAY_TRACE_INIT;
+    struct stat st;
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return errbuf_set(err, errlen, "cannot read trace '%s': %s", path, strerror(errno)), -1;
+    if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || (size_t)st.st_size > REPLAY_MAX_BYTES) {
+        fclose(f);
+        return errbuf_set(err, errlen, "trace '%s' is not a regular file of at most 64 MiB", path),
+               -1;
+    }
+    /* Both devices' events are read; the GPU's win when there are any. */
+    struct evbuf ev[2][2] = { { { 0 } } }; /* [device c/g][step] */
+    char line[256];
+    int step = -1, ended = 0, header = 0;
+    int64_t count = -1, seen = 0;
+    const char *bad = NULL;
+    while (!bad && fgets(line, sizeof line, f)) {
+        if (!strchr(line, '\n') && !feof(f)) {
+            bad = "a line is too long";
+            break;
+        }
+        if (!header) {
+            header = !strcmp(line, "autobatch-trace 1\n");
+            if (!header)
+                bad = "not an autobatch trace (no 'autobatch-trace 1' first line)";
+            continue;
+        }
+        if (ended) {
+            bad = "text after 'end'";
+            break;
+        }
+        char kind, dev;
+        long long size, addr;
+        int64_t v;
+        char key[32], val[64];
+        if (sscanf(line, "%c %c %lld %lld", &kind, &dev, &size, &addr) == 4 &&
+            (kind == 'a' || kind == 'f') && line[1] == ' ' && (dev == 'c' || dev == 'g')) {
+            if (step < 0 || size < 0) {
+                bad = step < 0 ? "an event before 'step 1'" : "a negative size";
+                break;
+            }
+            if (evbuf_push(&ev[dev == 'g'][step], kind == 'a' ? size : -size)) {
+                bad = "out of memory";
+                break;
+            }
+            seen++;
+        } else if (sscanf(line, "%31s %63s", key, val) == 2 && replay_num(val, &v) == 0) {
+            if (!strcmp(key, "step")) {
+                if (v != step + 2 || v > 2)
+                    bad = "steps out of order";
+                step = (int)v - 1;
+            } else if (!strcmp(key, "end")) {
+                ended = 1;
+                count = v;
+            } else if (!strcmp(key, "vm_peak_kb")) {
+                t->vm_peak = v < 0 ? -1 : v * 1024;
+            } else if (!strcmp(key, "cuda_reserved")) {
+                t->cuda_reserved = v;
+            } else if (!strcmp(key, "cuda_allocated")) {
+                t->cuda_allocated = v;
+            } else if (!strcmp(key, "cuda_outside")) {
+                t->cuda_outside = v;
+            } else if (!strcmp(key, "rank")) {
+                t->rank = (long)v;
+            } /* pid, world: for people reading the file */
+        } else if (strncmp(line, "torch ", 6)) {
+            bad = "a line that is not an event or a header";
+        }
+    }
+    int rerr = ferror(f);
+    fclose(f);
+    if (!bad && rerr)
+        bad = "read error";
+    if (!bad && (!ended || count != seen || step != 1))
+        bad = "cut short (the trial ended before its recording was written whole)";
+    int g = ev[1][0].n + ev[1][1].n > 0;
+    for (int d = 0; d < 2; d++)
+        for (int s = 0; s < 2; s++)
+            if (bad || d != g)
+                free(ev[d][s].v);
+    if (bad) {
+        *t = (struct replay_trace)REPLAY_TRACE_INIT;
+        return errbuf_set(err, errlen, "trace '%s': %s", path, bad), -1;
+    }
+    t->device = g ? 'g' : 'c';
+    for (int s = 0; s < 2; s++) {
+        t->ev[s] = ev[g][s].v;
+        t->nev[s] = ev[g][s].n;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- fitting */
+
+void replay_model_release(struct replay_model *m)
+{
+    free(m->a);
+    free(m->b);
+    free(m->c);
+    free(m->frees);
+    *m = (struct replay_model)REPLAY_MODEL_INIT;
+}
+
+/* Event i's size at b; -1 when the model gives a negative size there. */
+static int64_t replay_size(const struct replay_model *m, size_t i, long b)
+{
+    double bb = (double)b;
+    double s = m->a[i] + m->b[i] * bb + m->c[i] * bb * bb;
+    return s < -0.5 ? -1 : (int64_t)llround(s < 0 ? 0 : s);
+}
+
+/* The step's peak live bytes on CPU at b; -1 when a size goes negative. */
+static int64_t replay_peak_live(const struct replay_model *m, long b)
+{
+    int64_t live = 0, peak = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        int64_t sz = replay_size(m, i, b);
+        if (sz < 0)
+            return -1; /* the model does not reach b */
+        live += m->frees[i] ? -sz : sz;
+        if (live > peak)
+            peak = live;
+    }
+    return peak;
+}
+
+static int replay_decline(struct replay_model *m, char *why, size_t whylen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int replay_decline(struct replay_model *m, char *why, size_t whylen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, whylen, fmt, ap);
+    va_end(ap);
+    replay_model_release(m);
+    return -1;
+}
+
+int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct replay_model *m,
+               char *why, size_t whylen)
+{
+    *m = (struct replay_model)REPLAY_MODEL_INIT;
+    if (n < 2 || n > 3)
+        return replay_decline(m, why, whylen, "needs two or three recorded sizes");
+    for (size_t k = 0; k < n; k++) {
+        if (k && batch[k] <= batch[k - 1])
+            return replay_decline(m, why, whylen, "recorded sizes out of order");
+        if (t[k].device != t[0].device)
+            return replay_decline(m, why, whylen, "one trace is of the GPU, another of the CPU");
+        if (t[k].nev[0] != t[k].nev[1] ||
+            memcmp(t[k].ev[0], t[k].ev[1], t[k].nev[0] * sizeof *t[k].ev[0]))
+            return replay_decline(m, why, whylen,
+                                  "two steps at micro-batch %ld allocate differently (%zu and %zu "
+                                  "allocations and frees): shapes depend on the data; a "
+                                  "worst-case batch (longest samples) makes them steady",
+                                  batch[k], t[k].nev[0], t[k].nev[1]);
+        if (t[k].nev[1] != t[0].nev[1])
+            return replay_decline(m, why, whylen,
+                                  "the traces at micro-batch %ld and %ld do not align (%zu and "
+                                  "%zu allocations and frees per step)",
+                                  batch[0], batch[k], t[0].nev[1], t[k].nev[1]);
+    }
+    size_t len = t[0].nev[1];
+    if (len == 0)
+        return replay_decline(m, why, whylen, "the recorded steps allocated nothing");
+    m->device = t[0].device;
+    m->n = len;
+    m->a = calloc(len, sizeof *m->a);
+    m->b = calloc(len, sizeof *m->b);
+    m->c = calloc(len, sizeof *m->c);
+    m->frees = calloc(len, 1);
+    if (!m->a || !m->b || !m->c || !m->frees)
+        return replay_decline(m, why, whylen, "out of memory");
+    double x0 = (double)batch[0], x1 = (double)batch[1];
+    for (size_t i = 0; i < len; i++) {
+        int64_t s0 = t[0].ev[1][i], s1 = t[1].ev[1][i];
+        if ((s0 > 0) != (s1 > 0))
+            return replay_decline(m, why, whylen,
+                                  "the traces at micro-batch %ld and %ld do not align (event %zu "
+                                  "allocates in one and frees in the other)", batch[0], batch[1], i);
+        m->frees[i] = s0 < 0;
+        s0 = s0 < 0 ? -s0 : s0;
+        s1 = s1 < 0 ? -s1 : s1;
+        m->b[i] = (double)(s1 - s0) / (x1 - x0);
+        m->a[i] = (double)s0 - m->b[i] * x0;
+    }
+    /* A third size checks the line; where it misses, a quadratic through
+     * the three points replaces it. */
+    if (n == 3) {
+        double x2 = (double)batch[2];
+        for (size_t i = 0; i < len; i++) {
+            int64_t s0 = t[0].ev[1][i], s1 = t[1].ev[1][i], s2 = t[2].ev[1][i];
+            if ((s2 > 0) != (s0 > 0))
+                return replay_decline(m, why, whylen,
+                                      "the traces at micro-batch %ld and %ld do not align (event "
+                                      "%zu)", batch[0], batch[2], i);
+            s0 = s0 < 0 ? -s0 : s0;
+            s1 = s1 < 0 ? -s1 : s1;
+            s2 = s2 < 0 ? -s2 : s2;
+            if (fabs(m->a[i] + m->b[i] * x2 - (double)s2) < 0.5)
+                continue;
+            /* Newton's divided differences. */
+            double d01 = (double)(s1 - s0) / (x1 - x0), d12 = (double)(s2 - s1) / (x2 - x1);
+            double c = (d12 - d01) / (x2 - x0);
+            m->c[i] = c;
+            m->b[i] = d01 - c * (x0 + x1);
+            m->a[i] = (double)s0 - m->b[i] * x0 - c * x0 * x0;
+            m->quadratic = 1;
+        }
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (m->c[i] != 0)
+            m->nquad++;
+        else if (m->b[i] != 0)
+            m->nlinear++;
+        else
+            m->nconst++;
+    }
+    for (size_t k = 0; k < n; k++)
+        m->rec[m->nrec++] = batch[k];
+
+    /* What lies outside the step, from the recorded trials. */
+    m->outside = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (m->device == 'g') {
+            if (t[k].cuda_outside < 0)
+                return replay_decline(m, why, whylen, "a GPU trace without the memory outside "
+                                                      "the caching allocator");
+            if (t[k].cuda_outside > m->outside)
+                m->outside = t[k].cuda_outside;
+            continue;
+        }
+        int64_t peak = replay_peak_live(m, batch[k]);
+        if (t[k].vm_peak < 0 || peak < 0)
+            return replay_decline(m, why, whylen, "a CPU trace without the process's VmPeak");
+        if (t[k].vm_peak - peak > m->outside)
+            m->outside = t[k].vm_peak - peak;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ replaying */
+
+/* A size -> live-count table, for finding the frees of blocks made
+ * before the step (open addressing; sizes are never 0 here). */
+struct sizecount {
+    int64_t *key;
+    long *val;
+    size_t cap;
+};
+
+static long *sizecount_at(struct sizecount *h, int64_t key)
+{
+    size_t i = (size_t)((uint64_t)key * 0x9E3779B97F4A7C15ull >> 20) & (h->cap - 1);
+    while (h->key[i] && h->key[i] != key)
+        i = (i + 1) & (h->cap - 1);
+    h->key[i] = key;
+    return &h->val[i];
+}
+
+/* The step's events at b as casim_replay takes them (+ alloc, - free),
+ * with the blocks the step frees but did not allocate (made before it)
+ * allocated first, so that casim_replay can pair every free.  Zero-byte
+ * events are left out (casim rounds them to 512 bytes but so would both
+ * sides).  NULL on ENOMEM or a negative size. */
+static int64_t *replay_gpu_events(const struct replay_model *m, long b, size_t *n)
+{
+    struct sizecount h = { NULL, NULL, 1 };
+    while (h.cap < 2 * m->n + 2)
+        h.cap *= 2;
+    h.key = calloc(h.cap, sizeof *h.key);
+    h.val = calloc(h.cap, sizeof *h.val);
+    int64_t *ev = malloc((2 * m->n + 1) * sizeof *ev);
+    size_t pre = 0, k = 0;
+    int ok = h.key && h.val && ev;
+    /* First pass: count the frees that find no live block of their size. */
+    for (size_t i = 0; ok && i < m->n; i++) {
+        int64_t s = replay_size(m, i, b);
+        if (s < 0) {
+            ok = 0;
+            break;
+        }
+        if (s == 0)
+            continue;
+        long *live = sizecount_at(&h, s);
+        if (!m->frees[i])
+            ++*live;
+        else if (*live > 0)
+            --*live;
+        else
+            ev[pre++] = s; /* made before the step */
+    }
+    for (size_t i = 0; ok && i < m->n; i++) {
+        int64_t s = replay_size(m, i, b);
+        if (s > 0)
+            ev[pre + k++] = m->frees[i] ? -s : s;
+    }
+    free(h.key);
+    free(h.val);
+    if (!ok) {
+        free(ev);
+        return NULL;
+    }
+    *n = pre + k;
+    return ev;
+}
+
+int64_t replay_need(const struct replay_model *m, long b, int64_t capacity, int *fits)
+{
+    *fits = 0;
+    if (m->device != 'g') {
+        int64_t peak = replay_peak_live(m, b);
+        if (peak < 0)
+            return -1;
+        *fits = m->outside + peak <= capacity;
+        return m->outside + peak;
+    }
+    size_t n;
+    int64_t *ev = replay_gpu_events(m, b, &n);
+    if (!ev)
+        return -1;
+    struct casim_stats st, all;
+    int64_t room = capacity - m->outside;
+    int ok = room > 0 && casim_replay(ev, n, (uint64_t)room, &st) == 0;
+    casim_replay(ev, n, 0, &all);
+    free(ev);
+    *fits = ok;
+    return m->outside + (int64_t)(ok ? st.peak_reserved : all.peak_reserved);
+}
+
+long replay_predict(const struct replay_model *m, long min, long max, long step, int64_t capacity,
+                    int64_t *need)
+{
+    int fits;
+    *need = replay_need(m, min, capacity, &fits);
+    if (!fits)
+        return min - 1;
+    /* Binary search on the grid: lo fits, hi (if any) does not. */
+    long lo = 0, hi = (max - min) / step + 1;
+    int64_t lo_need = *need;
+    while (hi - lo > 1) {
+        long mid = lo + (hi - lo) / 2;
+        int64_t nd = replay_need(m, min + mid * step, capacity, &fits);
+        if (fits) {
+            lo = mid;
+            lo_need = nd;
+        } else {
+            hi = mid;
+        }
+    }
+    *need = lo_need;
+    return min + lo * step;
+}

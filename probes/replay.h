@@ -1,0 +1,100 @@
+/*
+ * replay: predict the memory a training step needs at any micro-batch
+ * from the allocation traces of two or three small trials.
+ *
+ * The in-process probe records, under AUTOBATCH_RECORD, every allocation
+ * and free of two training steps of one process (sitecustomize.py's
+ * _Recorder writes the text format read here).  Recorded at micro-batch
+ * b1 and b2, a training step makes the same allocations in the same
+ * order, only larger: the traces align one to one, and each size is
+ * exactly a + k*b (constant tensors have k = 0).  With a third size the
+ * linear fit is checked on it and, where it is wrong (a B x B attention
+ * matrix), a quadratic through the three is used instead.
+ *
+ * The model declines, with a reason, whenever that premise fails: a
+ * trace cut short, two steps of one trial that differ (data-dependent
+ * shapes: variable-length batches), traces of different lengths or
+ * different allocation/free order, a size that would go negative.  The
+ * search then runs as it would without the probe.
+ *
+ * What a size needs:
+ *   - CPU (the capacity is an address-space cap, --trial-memory-limit):
+ *     the bytes of the process outside the step (calibrated as VmPeak
+ *     minus the step's peak live bytes at the recorded sizes) plus the
+ *     step's peak live bytes at the new size.  This holds when glibc's
+ *     malloc returns freed large blocks at once (a fixed mmap threshold,
+ *     one arena), which autobatch sets for such trials;
+ *   - CUDA: PyTorch's caching allocator, simulated (casim.h), plus the
+ *     device memory outside it measured at record time.
+ *
+ * Pure logic and file reading: no process is run here.
+ */
+#ifndef AB_REPLAY_H
+#define AB_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** One process's recorded steps: signed sizes (+ alloc, - free) in order. */
+struct replay_trace {
+    char device;          /**< 'c' (CPU) or 'g' (CUDA): the events kept */
+    int64_t *ev[2];       /**< the two steps */
+    size_t nev[2];
+    int64_t vm_peak;      /**< VmPeak before recording, bytes; -1 unknown */
+    int64_t cuda_reserved, cuda_allocated, cuda_outside; /**< at record start; -1 off CUDA */
+    long rank;
+};
+
+#define REPLAY_TRACE_INIT { 'c', { NULL, NULL }, { 0, 0 }, -1, -1, -1, -1, 0 }
+
+/** The largest trace file read (a few hundred thousand events). */
+#define REPLAY_MAX_BYTES ((size_t)64 * 1024 * 1024)
+
+/**
+ * Read a trace file.  GPU events are kept when there are any, else the
+ * CPU ones.  Returns 0, or -1 with a one-line reason (unreadable, not a
+ * trace, cut short: no `end` line or a count that disagrees).
+ */
+int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_t errlen);
+void replay_trace_release(struct replay_trace *t);
+
+struct replay_model {
+    char device;
+    size_t n;               /**< events of one step */
+    double *a, *b, *c;      /**< |size(B)| = a + b*B + c*B*B */
+    unsigned char *frees;   /**< event i frees (else it allocates) */
+    int quadratic;          /**< a third size refuted the linear fit */
+    size_t nconst, nlinear, nquad;
+    long rec[3];            /**< the recorded micro-batches */
+    size_t nrec;
+    int64_t outside;        /**< bytes outside the step (see above) */
+};
+
+#define REPLAY_MODEL_INIT { 'c', 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, { 0, 0, 0 }, 0, 0 }
+
+/**
+ * Fit a model on n (2 or 3) traces recorded at batch[0] < batch[1] (<
+ * batch[2]).  Returns 0, or -1 with the reason in why (the model
+ * declined; m is left empty).
+ */
+int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct replay_model *m,
+               char *why, size_t whylen);
+void replay_model_release(struct replay_model *m);
+
+/**
+ * Bytes that micro-batch b needs, judged against capacity (bytes; for
+ * CUDA the caching allocator runs under it).  *fits says whether it fits.
+ * Returns the bytes (the peak reserved on CUDA, the peak address space
+ * on CPU), or -1 when the model does not extend to b (a size below 0).
+ */
+int64_t replay_need(const struct replay_model *m, long b, int64_t capacity, int *fits);
+
+/**
+ * The largest grid size (min, min+step, ... <= max) predicted to fit in
+ * capacity; *need its bytes.  Returns min - 1 when even min does not fit
+ * (then *need is min's).  Sizes are assumed to need more as b grows.
+ */
+long replay_predict(const struct replay_model *m, long min, long max, long step, int64_t capacity,
+                    int64_t *need);
+
+#endif

@@ -208,7 +208,7 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
         if (t[k].device != t[0].device)
             return replay_decline(m, why, whylen, "one trace is of the GPU, another of the CPU");
         if (t[k].nev[0] != t[k].nev[1] ||
-            memcmp(t[k].ev[0], t[k].ev[1], t[k].nev[0] * sizeof *t[k].ev[0]))
+            (t[k].nev[0] && memcmp(t[k].ev[0], t[k].ev[1], t[k].nev[0] * sizeof *t[k].ev[0])))
             return replay_decline(m, why, whylen,
                                   "two steps at micro-batch %ld allocate differently (%zu and %zu "
                                   "allocations and frees): shapes depend on the data; a "

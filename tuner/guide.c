@@ -25,7 +25,7 @@ int guide_init(struct guide *g, const struct space *sp, int64_t capacity, const 
             gc->trace[k] = (struct replay_trace)REPLAY_TRACE_INIT;
         gc->model = (struct replay_model)REPLAY_MODEL_INIT;
         gc->predicted = gc->first_predicted = -1;
-        gc->predicted_need = gc->measured_need = -1;
+        gc->predicted_need = gc->measured_need = gc->need_at = -1;
         gc->nwant = 2;
         /* Batch 1 takes other code paths (no batch dimension to grow):
          * record from the smallest grid size >= 2. */
@@ -146,12 +146,12 @@ static void guide_predict(struct guide *g, struct space *sp, size_t ci, char *no
     gc->predicted = p >= c->search.min ? p : -1;
     gc->predicted_need = need;
     gc->measured_need = -1;
+    gc->need_at = gc->predicted >= 0 ? gc->predicted : -1;
     if (gc->rounds == 1)
         gc->first_predicted = gc->predicted;
     gc->state = GUIDE_CONFIRMING;
-    long next = p + c->search.step;
-    space_seed(sp, c->grad_accum, c->checkpointing, p >= c->search.min ? p : c->search.min,
-               next <= c->search.max ? next : -1);
+    gc->checking = p >= c->search.min ? p : c->search.min;
+    space_seed(sp, c->grad_accum, c->checkpointing, gc->checking, -1);
     char sizes[64];
     if (gc->nrec == 3)
         snprintf(sizes, sizeof sizes, "%ld, %ld and %ld", gc->rec[0], gc->rec[1], gc->rec[2]);
@@ -169,8 +169,7 @@ static void guide_predict(struct guide *g, struct space *sp, size_t ci, char *no
                  c->search.min, guide_gib(need), guide_gib(g->capacity));
     else
         snprintf(note + n, len - n, "predicted largest fit %ld (%.2f GiB of %.2f GiB); "
-                 "confirming %ld%s", p, guide_gib(need), guide_gib(g->capacity), p,
-                 next <= c->search.max ? " and the size above" : "");
+                 "confirming it", p, guide_gib(need), guide_gib(g->capacity));
 }
 
 void guide_record(struct guide *g, struct space *sp, size_t ci, long micro, int recording, int fit,
@@ -200,35 +199,51 @@ void guide_record(struct guide *g, struct space *sp, size_t ci, long micro, int 
     if (gc->state != GUIDE_CONFIRMING)
         return;
     long p = gc->predicted, step = c->search.step;
-    if (micro == p)
-        gc->measured_need = measured_need;
     const struct search *s = &c->search;
-    int p_known = p < 0 || search_known(s, p);
-    int above_known = p + step > s->max || (p >= 0 && search_known(s, p + step));
-    if (p < 0)
-        above_known = search_known(s, s->min);
-    if (!p_known || !above_known)
-        return;
+    /* The model's error in bytes, at the prediction or the neighbour
+     * that settled it: a size that fitted (a failed trial's peak is only
+     * where it stopped). */
+    if (fit && micro == gc->checking && gc->have_model && measured_need > 0) {
+        int f;
+        gc->need_at = micro;
+        gc->predicted_need = replay_need(&gc->model, micro, g->capacity, &f);
+        gc->measured_need = measured_need;
+    }
+    const char *ck = c->checkpointing ? "on" : "off";
+    /* Is the cell's boundary known exactly now? */
     long mf = search_max_fit(s), fail = search_min_fail(s);
-    int confirmed = p < 0 ? mf < 0 : mf == p && (p + step > s->max || fail == p + step);
-    if (confirmed) {
+    if ((mf >= 0 && (mf + step > s->max || fail == mf + step)) || (mf < 0 && fail == s->min)) {
         gc->state = GUIDE_DONE;
-        snprintf(note, notelen, "replay (accum %ld, ckpt %s): confirmed: %ld is the largest fit",
-                 c->grad_accum, c->checkpointing ? "on" : "off", mf);
+        if (mf == p || (mf < 0 && p < 0))
+            snprintf(note, notelen, "replay (accum %ld, ckpt %s): confirmed: %ld is the largest "
+                     "fit", c->grad_accum, ck, mf);
+        else
+            snprintf(note, notelen, "replay (accum %ld, ckpt %s): the largest fit is %ld, %ld "
+                     "step%s %s the prediction", c->grad_accum, ck, mf,
+                     labs(mf - p) / step, labs(mf - p) == step ? "" : "s", mf > p ? "above" : "below");
+        return;
+    }
+    if (micro != gc->checking)
+        return;
+    /* The one neighbour that settles a prediction one step off: above a
+     * fit, below a failure (the size above a failure fails too). */
+    long next = fit ? micro + step : micro - step;
+    if (micro == p && next >= s->min && next <= s->max && !search_known(s, next)) {
+        gc->checking = next;
+        space_seed(sp, c->grad_accum, c->checkpointing, next, -1);
         return;
     }
     if (gc->rounds == 1 && gc->rec[2] <= s->max && !search_tried(s, gc->rec[2])) {
         gc->state = GUIDE_RECORDING;
         gc->nwant = 3;
         snprintf(note, notelen, "replay (accum %ld, ckpt %s): the trials disagree with %ld; "
-                 "recording micro-batch %ld as a held-out check", c->grad_accum,
-                 c->checkpointing ? "on" : "off", p, gc->rec[2]);
+                 "recording micro-batch %ld as a held-out check", c->grad_accum, ck, p,
+                 gc->rec[2]);
         return;
     }
     gc->state = GUIDE_DONE;
     snprintf(note, notelen, "replay (accum %ld, ckpt %s): the trials disagree with %ld; the "
-             "search goes on from what they showed", c->grad_accum,
-             c->checkpointing ? "on" : "off", p);
+             "search goes on from what they showed", c->grad_accum, ck, p);
 }
 
 static json_t *guide_int(long long v)
@@ -263,6 +278,7 @@ json_t *guide_json(const struct guide *g, const struct space *sp)
                       "outside_bytes", (json_int_t)m->outside) : json_null());
         json_object_set_new(o, "predicted_max_fit", guide_int(gc->predicted));
         json_object_set_new(o, "first_prediction", guide_int(gc->first_predicted));
+        json_object_set_new(o, "need_at", guide_int(gc->need_at));
         json_object_set_new(o, "predicted_need_bytes", guide_int(gc->predicted_need));
         json_object_set_new(o, "measured_need_bytes", guide_int(gc->measured_need));
         json_object_set_new(o, "need_error_pct",

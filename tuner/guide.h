@@ -7,14 +7,16 @@
  * in-process probe records the allocation trace of two training steps
  * (AUTOBATCH_RECORD).  From the two traces replay.h fits each allocation
  * and predicts the largest size P that fits the capacity.  The prediction
- * is a hint, never a fact: P and P + STEP are seeded into the cell's
- * search and run first (space_seed), so when P fits and P + STEP fails the
- * cell's boundary is known after four trials.  When they disagree with
- * the prediction, and only two sizes were recorded, a third size (R +
- * 2 STEP) is recorded as a held-out check (a quadratic replaces the line
- * for the allocations it refutes) and the new prediction is seeded once
- * more; after that the cell's own search goes on from the bracket as it
- * would without the guide.  A cell whose traces do not align, whose two
+ * is a hint, never a fact: P is seeded into the cell's search and run
+ * first (space_seed), then its neighbour: P + STEP when P fitted, P -
+ * STEP when it failed (P + STEP would fail too).  So when the prediction
+ * is right, or one step off, the cell's boundary is known after four
+ * trials.  When it is further off, and only two sizes were recorded, a
+ * third size (R + 2 STEP) is recorded as a held-out check (a quadratic
+ * replaces the line for the allocations it refutes, and the bytes
+ * outside the step are calibrated on three sizes) and the new prediction
+ * is tried once more the same way; after that the cell's own search goes
+ * on from the bracket as it would without the guide.  A cell whose traces do not align, whose two
  * recorded steps differ, or whose recording trial failed is declined
  * with the reason, and searched without the guide.
  *
@@ -53,8 +55,10 @@ struct guide_cell {
     struct replay_model model;
     int have_model;
     long predicted;               /**< P; -1 none */
-    int64_t predicted_need;       /**< bytes P needs by the model; -1 */
-    int64_t measured_need;        /**< bytes the trial at P measured; -1 */
+    long checking;                /**< the size whose trial settles the prediction next */
+    long need_at;                 /**< the size of the two figures below; -1 */
+    int64_t predicted_need;       /**< bytes need_at needs by the model; -1 */
+    int64_t measured_need;        /**< bytes a fitting trial at need_at measured; -1 */
     int rounds;                   /**< predictions made (at most 2) */
     long first_predicted;         /**< the first round's P */
     char why[512];                /**< GUIDE_DECLINED / GUIDE_OFF: the reason */

@@ -1,0 +1,340 @@
+/*
+ * Unit tests for probes/replay.c: reading the probe's trace files, the
+ * per-allocation fit (linear; quadratic where a third size refutes the
+ * line), every reason the model declines, the CPU need (bytes outside
+ * the step + peak live bytes) and the GPU need through casim, and the
+ * prediction's search over the grid.  Traces are written here by hand,
+ * in the format sitecustomize.py's _Recorder writes; expected figures are
+ * worked out in the comments.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "replay.h"
+
+static char dir[] = "/tmp/ab-replay-XXXXXX";
+
+/* A trace file with the header, then step 1 and step 2 (each the same
+ * event text unless step2 is given), then `end N`. */
+static const char *trace_file(const char *name, long vm_peak_kb, const char *step1,
+                              const char *step2, const char *extra_header)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "autobatch-trace 1\npid 1\nrank 0\nworld 1\ntorch 2.8.0\nvm_peak_kb %ld\n"
+               "vm_size_kb 1\ncuda_reserved -1\ncuda_allocated -1\ncuda_outside -1\n%s",
+            vm_peak_kb, extra_header ? extra_header : "");
+    const char *steps[2] = { step1, step2 ? step2 : step1 };
+    long n = 0;
+    for (int k = 0; k < 2; k++) {
+        fprintf(f, "step %d\n%s", k + 1, steps[k]);
+        for (const char *p = steps[k]; *p; p++)
+            n += *p == '\n';
+    }
+    fprintf(f, "end %ld\n", n);
+    fclose(f);
+    return path;
+}
+
+/* One step at micro-batch b: weights 1000 (constant, freed at the end of
+ * the step as if made before it), activations 100*b and 50*b, a
+ * temporary of 10*b freed at once, then the activations freed. */
+static char *step_at(long b)
+{
+    static char buf[4][512];
+    static int k;
+    char *s = buf[k++ % 4];
+    snprintf(s, 512,
+             "a c 1000 1\n"
+             "a c %ld 2\n"
+             "a c %ld 3\n"
+             "a c %ld 4\n"
+             "f c %ld 4\n"
+             "f c %ld 3\n"
+             "f c %ld 2\n"
+             "f c 1000 1\n"
+             "f c 7 9\n",
+             100 * b, 50 * b, 10 * b, 10 * b, 50 * b, 100 * b);
+    return s;
+}
+
+static void load(const char *path, struct replay_trace *t)
+{
+    char err[512];
+    if (replay_trace_load(path, t, err, sizeof err))
+        fail_msg("%s", err);
+}
+
+static void test_load_and_refuse(void **state)
+{
+    (void)state;
+    struct replay_trace t;
+    char err[512];
+    load(trace_file("ok.txt", 2000, step_at(2), NULL, NULL), &t);
+    assert_int_equal(t.device, 'c');
+    assert_int_equal(t.nev[0], 9);
+    assert_int_equal(t.ev[1][1], 200);
+    assert_int_equal(t.ev[1][4], -20);
+    assert_int_equal(t.vm_peak, 2000 * 1024);
+    replay_trace_release(&t);
+
+    /* GPU events win over CPU ones. */
+    load(trace_file("gpu.txt", 1, "a c 5 1\na g 512 2\nf g 512 2\n", NULL, NULL), &t);
+    assert_int_equal(t.device, 'g');
+    assert_int_equal(t.nev[1], 2);
+    replay_trace_release(&t);
+
+    /* Cut short: no end line, or a count that disagrees. */
+    const char *p = trace_file("cut.txt", 1, step_at(2), NULL, NULL);
+    FILE *f = fopen(p, "r+");
+    assert_non_null(f);
+    char all[4096];
+    size_t n = fread(all, 1, sizeof all - 1, f);
+    all[n] = '\0';
+    fclose(f);
+    *strstr(all, "end ") = '\0';
+    f = fopen(p, "w");
+    fputs(all, f);
+    fclose(f);
+    assert_int_equal(replay_trace_load(p, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "cut short"));
+    f = fopen(p, "a");
+    fputs("end 3\n", f);
+    fclose(f);
+    assert_int_equal(replay_trace_load(p, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "cut short"));
+
+    /* Not a trace; a garbage line; no such file. */
+    snprintf(all, sizeof all, "%s/not.txt", dir);
+    f = fopen(all, "w");
+    fputs("hello\n", f);
+    fclose(f);
+    assert_int_equal(replay_trace_load(all, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not an autobatch trace"));
+    p = trace_file("junk.txt", 1, "a c 5 1\nx y z\n", NULL, NULL);
+    assert_int_equal(replay_trace_load(p, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not an event"));
+    assert_int_equal(replay_trace_load("/nonexistent/trace", &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "cannot read"));
+    assert_null(t.ev[0]);
+}
+
+static void fit2(long b0, long b1, struct replay_trace *t, struct replay_model *m)
+{
+    char name[32], why[512];
+    snprintf(name, sizeof name, "t%ld.txt", b0);
+    load(trace_file(name, 100000, step_at(b0), NULL, NULL), &t[0]);
+    snprintf(name, sizeof name, "t%ld.txt", b1);
+    load(trace_file(name, 100000, step_at(b1), NULL, NULL), &t[1]);
+    long batch[2] = { b0, b1 };
+    if (replay_fit(t, batch, 2, m, why, sizeof why))
+        fail_msg("declined: %s", why);
+}
+
+static void test_linear_cpu(void **state)
+{
+    (void)state;
+    struct replay_trace t[2];
+    struct replay_model m;
+    fit2(2, 3, t, &m);
+    assert_int_equal(m.n, 9);
+    /* 1000, its free and the 7-byte free are constant; six grow with b. */
+    assert_int_equal(m.nconst, 3);
+    assert_int_equal(m.nlinear, 6);
+    assert_int_equal(m.nquad, 0);
+    /* Peak live at b: 1000 + 100b + 50b + 10b = 1000 + 160b (the free of
+     * the 7 bytes made before the step comes last).  At b = 2 that is
+     * 1320; outside = 100000 KiB - 1320, and at b = 3 the same. */
+    int64_t outside = 100000 * 1024 - 1320;
+    assert_int_equal(m.outside, outside);
+    int fits;
+    assert_int_equal(replay_need(&m, 10, INT64_MAX, &fits), outside + 1000 + 1600);
+    assert_int_equal(fits, 1);
+    assert_int_equal(replay_need(&m, 10, outside + 2599, &fits), outside + 2600);
+    assert_int_equal(fits, 0);
+    /* The largest b with 1000 + 160b <= cap - outside: cap = outside +
+     * 1000 + 160*37 + 159 -> 37; on a grid 1, 5, 9, ... -> 37 too; on
+     * 2, 8, 14, ... -> 32. */
+    int64_t need;
+    int64_t cap = outside + 1000 + 160 * 37 + 159;
+    assert_int_equal(replay_predict(&m, 1, 1024, 1, cap, &need), 37);
+    assert_int_equal(need, outside + 1000 + 160 * 37);
+    assert_int_equal(replay_predict(&m, 1, 1024, 4, cap, &need), 37);
+    assert_int_equal(replay_predict(&m, 2, 1024, 6, cap, &need), 32);
+    /* The top of the range fits; the bottom does not. */
+    assert_int_equal(replay_predict(&m, 1, 20, 1, cap, &need), 20);
+    assert_int_equal(replay_predict(&m, 40, 100, 1, cap, &need), 39);
+    assert_int_equal(need, outside + 1000 + 160 * 40);
+    replay_model_release(&m);
+    replay_trace_release(&t[0]);
+    replay_trace_release(&t[1]);
+}
+
+/* A B x B matrix: a line through 2 and 3 misses 4; the quadratic through
+ * the three is exact. */
+static void test_quadratic(void **state)
+{
+    (void)state;
+    struct replay_trace t[3];
+    char s[3][128], why[512];
+    long batch[3] = { 2, 3, 4 };
+    for (int k = 0; k < 3; k++) {
+        long b = batch[k];
+        snprintf(s[k], sizeof s[k], "a c %ld 1\na c %ld 2\nf c %ld 2\nf c %ld 1\n", 8 * b * b,
+                 64 * b + 4, 64 * b + 4, 8 * b * b);
+        char name[32];
+        snprintf(name, sizeof name, "q%ld.txt", b);
+        load(trace_file(name, 1000, s[k], NULL, NULL), &t[k]);
+    }
+    struct replay_model m;
+    assert_int_equal(replay_fit(t, batch, 3, &m, why, sizeof why), 0);
+    assert_int_equal(m.quadratic, 1);
+    assert_int_equal(m.nquad, 2);
+    assert_int_equal(m.nlinear, 2);
+    /* Peak at b = 10: 800 + 644. */
+    int fits;
+    assert_int_equal(replay_need(&m, 10, INT64_MAX, &fits) - m.outside, 800 + 644);
+    replay_model_release(&m);
+    /* With only the first two, the line says 8*(5b-6) at 10: 352. */
+    assert_int_equal(replay_fit(t, batch, 2, &m, why, sizeof why), 0);
+    assert_int_equal(m.quadratic, 0);
+    assert_int_equal(replay_need(&m, 10, INT64_MAX, &fits) - m.outside, 352 + 644);
+    replay_model_release(&m);
+    for (int k = 0; k < 3; k++)
+        replay_trace_release(&t[k]);
+}
+
+static void expect_decline(const char *s0a, const char *s0b, const char *s1, const char *want)
+{
+    struct replay_trace t[2];
+    struct replay_model m;
+    char why[512];
+    load(trace_file("d0.txt", 1000, s0a, s0b, NULL), &t[0]);
+    load(trace_file("d1.txt", 1000, s1, NULL, NULL), &t[1]);
+    long batch[2] = { 2, 3 };
+    assert_int_equal(replay_fit(t, batch, 2, &m, why, sizeof why), -1);
+    if (!strstr(why, want))
+        fail_msg("declined with '%s', wanted '%s'", why, want);
+    assert_null(m.a);
+    replay_trace_release(&t[0]);
+    replay_trace_release(&t[1]);
+}
+
+static void test_declines(void **state)
+{
+    (void)state;
+    /* Two steps of one trial differ: data-dependent shapes. */
+    expect_decline("a c 200 1\nf c 200 1\n", "a c 230 1\nf c 230 1\n", "a c 300 1\nf c 300 1\n",
+                   "shapes depend on the data");
+    /* Different lengths. */
+    expect_decline("a c 200 1\nf c 200 1\n", NULL, "a c 300 1\na c 5 2\nf c 300 1\n",
+                   "do not align");
+    /* An allocation in one where the other frees. */
+    expect_decline("a c 200 1\nf c 200 1\n", NULL, "f c 300 1\na c 300 1\n", "do not align");
+    /* Nothing allocated. */
+    expect_decline("", NULL, "", "allocated nothing");
+    /* Sizes out of order. */
+    struct replay_trace t[2];
+    struct replay_model m;
+    char why[512];
+    load(trace_file("o.txt", 1000, "a c 1 1\n", NULL, NULL), &t[0]);
+    load(trace_file("o2.txt", 1000, "a c 1 1\n", NULL, NULL), &t[1]);
+    long batch[2] = { 3, 2 };
+    assert_int_equal(replay_fit(t, batch, 2, &m, why, sizeof why), -1);
+    assert_non_null(strstr(why, "out of order"));
+    /* A CPU trace without VmPeak gives no outside figure. */
+    replay_trace_release(&t[0]);
+    load(trace_file("novm.txt", -1, "a c 1 1\n", NULL, NULL), &t[0]);
+    batch[0] = 1;
+    batch[1] = 2;
+    assert_int_equal(replay_fit(t, batch, 2, &m, why, sizeof why), -1);
+    assert_non_null(strstr(why, "VmPeak"));
+    replay_trace_release(&t[0]);
+    replay_trace_release(&t[1]);
+}
+
+/* A size that shrinks with b goes negative far out: that b is beyond the
+ * model (need -1), and the prediction stops below it. */
+static void test_negative_size(void **state)
+{
+    (void)state;
+    struct replay_trace t[2];
+    struct replay_model m;
+    char why[512];
+    load(trace_file("n2.txt", 1000, "a c 100 1\na c 20 2\n", NULL, NULL), &t[0]);
+    load(trace_file("n3.txt", 1000, "a c 90 1\na c 30 2\n", NULL, NULL), &t[1]);
+    long batch[2] = { 2, 3 };
+    assert_int_equal(replay_fit(t, batch, 2, &m, why, sizeof why), 0);
+    int fits;
+    assert_int_equal(replay_need(&m, 12, INT64_MAX, &fits) - m.outside, 120);
+    assert_int_equal(replay_need(&m, 13, INT64_MAX, &fits), -1);
+    assert_int_equal(fits, 0);
+    replay_model_release(&m);
+    replay_trace_release(&t[0]);
+    replay_trace_release(&t[1]);
+}
+
+/* On the GPU the need is the caching allocator's peak reserved plus what
+ * lies outside it: a 3 MiB*b block gets a 20 MiB segment while it is
+ * under 10 MiB, then its size rounded up to 2 MiB. */
+static void test_gpu(void **state)
+{
+    (void)state;
+    struct replay_trace t[2];
+    char s[2][128], why[512];
+    long batch[2] = { 2, 3 };
+    for (int k = 0; k < 2; k++) {
+        snprintf(s[k], sizeof s[k], "a g %ld 1\nf g %ld 1\n", 3L * 1048576 * batch[k],
+                 3L * 1048576 * batch[k]);
+        char name[32];
+        snprintf(name, sizeof name, "g%ld.txt", batch[k]);
+        load(trace_file(name, 1, s[k], NULL, "cuda_outside 500000000\n"), &t[k]);
+    }
+    struct replay_model m;
+    assert_int_equal(replay_fit(t, batch, 2, &m, why, sizeof why), 0);
+    assert_int_equal(m.device, 'g');
+    assert_int_equal(m.outside, 500000000);
+    int fits;
+    const int64_t MiB = 1048576;
+    assert_int_equal(replay_need(&m, 3, INT64_MAX / 2, &fits), 500000000 + 20 * MiB);
+    assert_int_equal(replay_need(&m, 4, INT64_MAX / 2, &fits), 500000000 + 12 * MiB);
+    assert_int_equal(replay_need(&m, 5, INT64_MAX / 2, &fits), 500000000 + 16 * MiB);
+    /* Capacity 500000000 + 100 MiB: 3b MiB rounded up to 2 MiB <= 100 MiB
+     * -> b = 33 (99 -> 100 MiB); 34 needs 102. */
+    int64_t need;
+    assert_int_equal(replay_predict(&m, 1, 1024, 1, 500000000 + 100 * MiB, &need), 33);
+    assert_int_equal(need, 500000000 + 100 * MiB);
+    replay_model_release(&m);
+    replay_trace_release(&t[0]);
+    replay_trace_release(&t[1]);
+}
+
+int main(void)
+{
+    if (!mkdtemp(dir))
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_and_refuse),
+        cmocka_unit_test(test_linear_cpu),
+        cmocka_unit_test(test_quadratic),
+        cmocka_unit_test(test_declines),
+        cmocka_unit_test(test_negative_size),
+        cmocka_unit_test(test_gpu),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        rc = rc ? rc : 1;
+    return rc;
+}

@@ -103,6 +103,8 @@ int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_
                 break;
             }
             seen++;
+        } else if (!strncmp(line, "truncated", 9)) {
+            bad = "the probe's trace was cut at its size cap (AUTOBATCH_RECORD_MAX); not trusted";
         } else if (sscanf(line, "%31s %63s", key, val) == 2 && replay_num(val, &v) == 0) {
             if (!strcmp(key, "step")) {
                 if (v != step + 2 || v > 2)
@@ -122,9 +124,9 @@ int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_
             } else if (!strcmp(key, "rank")) {
                 t->rank = (long)v;
             } /* pid, world: for people reading the file */
-        } else if (strncmp(line, "torch ", 6)) {
+        } else if (step >= 0 || !strchr(line, ' ')) {
             bad = "a line that is not an event or a header";
-        }
+        } /* other header lines (torch VERSION, timings): for people */
     }
     int rerr = ferror(f);
     fclose(f);

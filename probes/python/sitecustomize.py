@@ -190,12 +190,18 @@ class _Recorder(object):
       ...
       end N                 (N events: a file without it was cut short)
 
+    The header also has record_step_s (the three profiled steps' seconds)
+    and write_s (building and writing the trace).  More than
+    AUTOBATCH_RECORD_MAX events (default 2,000,000, about 60 MB) are not
+    written: the file then says `truncated N`, which autobatch refuses.
+
     Events are in time order and split at the optimizer steps' ends.  The
     profiler's own cost lands only on those two steps."""
 
-    def __init__(self, directory, after):
+    def __init__(self, directory, after, cap):
         self.dir = directory
         self.after = after
+        self.cap = cap
         self.prof = None
         self.marks = []
         self.head = None
@@ -219,7 +225,10 @@ class _Recorder(object):
         prof, self.prof = self.prof, None
         prof.stop()
         path = os.path.join(self.dir, "trace-%d.txt" % os.getpid())
-        n = self.write(prof, path)
+        self.head.append("record_step_s %s" % " ".join(
+            "%.6f" % ((b - a) / 1e9) for a, b in zip(self.marks, self.marks[1:])))
+        t0 = time.time_ns()
+        n = self.write(prof, path, t0)
         probe.emit('{"ab":"trace","pid":%d,"rank":%d,"path":%s,"events":%d}'
                    % (os.getpid(), rank, _json_str(path), n))
 
@@ -242,7 +251,7 @@ class _Recorder(object):
                 "cuda_reserved %d" % res, "cuda_allocated %d" % alloc,
                 "cuda_outside %d" % outside]
 
-    def write(self, prof, path):
+    def write(self, prof, path, t0):
         events = []
         stack = list(prof.profiler.kineto_results.experimental_event_tree())
         while stack:
@@ -254,6 +263,9 @@ class _Recorder(object):
             stack.extend(node.children)
         events.sort(key=lambda e: e[0])
         lines = list(self.head)
+        if len(events) > self.cap:
+            lines.append("truncated %d" % len(events))
+            events = []
         k = n = 0
         for t, size, dev, ptr in events:
             if t < self.marks[1]:
@@ -266,6 +278,8 @@ class _Recorder(object):
         while k < 2:
             k += 1
             lines.append("step %d" % k)
+        import time
+        lines.insert(len(self.head), "write_s %.6f" % ((time.time_ns() - t0) / 1e9))
         lines.append("end %d" % n)
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
@@ -523,7 +537,8 @@ def _ab_start():
     probe.vmpeak = bool(os.environ.get("AUTOBATCH_VMPEAK"))
     record = os.environ.get("AUTOBATCH_RECORD")
     if record:
-        probe.recorder = _Recorder(record, max(1, _env_int("AUTOBATCH_RECORD_AFTER") or 2))
+        probe.recorder = _Recorder(record, max(1, _env_int("AUTOBATCH_RECORD_AFTER") or 2),
+                                   _env_int("AUTOBATCH_RECORD_MAX") or 2000000)
     if "torch" in sys.modules:
         _install(probe, sys.modules["torch"])
     else:

@@ -124,6 +124,14 @@ static void test_load_and_refuse(void **state)
     p = trace_file("junk.txt", 1, "a c 5 1\nx y z\n", NULL, NULL);
     assert_int_equal(replay_trace_load(p, &t, err, sizeof err), -1);
     assert_non_null(strstr(err, "not an event"));
+    /* Over the probe's cap: not trusted.  Unknown header lines are kept
+     * for people; after the first step they are errors. */
+    p = trace_file("trunc.txt", 1, "", NULL, "truncated 2000001\n");
+    assert_int_equal(replay_trace_load(p, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "not trusted"));
+    load(trace_file("timing.txt", 1, "a c 1 1\n", NULL, "record_step_s 0.1 0.1 0.1\nwrite_s 0.2\n"),
+         &t);
+    replay_trace_release(&t);
     assert_int_equal(replay_trace_load("/nonexistent/trace", &t, err, sizeof err), -1);
     assert_non_null(strstr(err, "cannot read"));
     assert_null(t.ev[0]);

@@ -19,7 +19,7 @@ enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 enum opt_id {
     O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_GLOBAL_BATCH, O_GRAD_ACCUM,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
-    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_STEPS,
+    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_STEPS, O_KEEP_TRACES,
     O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
     O_WEBHOOK_INSECURE, O_VERSION, O_WARMUP,
     O_WORLD_SIZE, O_WRITE,
@@ -47,6 +47,7 @@ static const struct opt cli_opts[] = {
     { "html", OPT_STRING, 0, O_HTML },
     { "json", OPT_STRING, 0, O_JSON },
     { "junit", OPT_STRING, 0, O_JUNIT },
+    { "keep-traces", OPT_STRING, 0, O_KEEP_TRACES },
     { "kill-grace", OPT_DURATION, 0, O_KILL_GRACE },
     { "knob", OPT_STRING, 0, O_KNOB },
     { "markdown", OPT_STRING, 0, O_MARKDOWN },
@@ -76,6 +77,7 @@ static const char cli_usage[] =
 "       autobatch report RESULTS [--format markdown|html|junit] [-o FILE]\n"
 "       autobatch matrix RESULTS... [--format markdown|json] [-o FILE]\n"
 "       autobatch notify RESULTS [--webhook URL] [--webhook-format F]\n"
+"       autobatch predict TRACES_DIR --capacity SIZE [--batch MIN:MAX[:STEP]]\n"
 "\n"
 "Find the largest micro-batch that fits in memory by running COMMAND for a\n"
 "few steps per candidate, watching its output for out-of-memory errors from\n"
@@ -109,6 +111,7 @@ static const char cli_usage[] =
 "  --replay              record two small trials' allocations per cell, predict the\n"
 "                        boundary, and run the prediction and the size above first\n"
 "                        (needs the probe; on CPU, --trial-memory-limit)\n"
+"  --keep-traces DIR     keep --replay's traces in DIR for autobatch predict\n"
 "Limits (durations like 90s, 10m, 2h):\n"
 "  --trial-timeout D     end a trial after D (default 20m)\n"
 "  --hang-timeout D      end a trial after D without output (default 5m)\n"
@@ -184,7 +187,7 @@ static const struct opt *cli_find_short(char c)
 }
 
 /* MIN:MAX[:STEP], each a whole number >= 1, MIN <= MAX. */
-static enum cli_status cli_range(const char *arg, struct plan *p)
+int cli_batch_range(const char *arg, long *min, long *max, long *step)
 {
     char buf[128], *f[4];
     long v[3] = { 0, 0, 1 };
@@ -199,18 +202,26 @@ static enum cli_status cli_range(const char *arg, struct plan *p)
     for (int k = 0; ok && k < n; k++)
         ok = !units_long(f[k], 0, 1L << 40, &v[k]);
     if (!ok)
-        return cli_bad("--batch '%s': expected MIN:MAX or MIN:MAX:STEP, e.g. --batch 1:512", arg);
+        return cli_bad("--batch '%s': expected MIN:MAX or MIN:MAX:STEP, e.g. --batch 1:512", arg),
+               -1;
     if (v[0] < 1)
         return cli_bad("--batch '%s': MIN must be at least 1, e.g. --batch 1:%ld", arg,
-                       v[1] > 0 ? v[1] : 512);
+                       v[1] > 0 ? v[1] : 512), -1;
     if (v[1] < v[0])
         return cli_bad("--batch '%s': MAX is below MIN; write the smaller number first, "
-                       "e.g. --batch %ld:%ld", arg, v[1] > 0 ? v[1] : 1, v[0]);
+                       "e.g. --batch %ld:%ld", arg, v[1] > 0 ? v[1] : 1, v[0]), -1;
     if (v[2] < 1)
-        return cli_bad("--batch '%s': STEP must be at least 1", arg);
-    p->batch_min = v[0];
-    p->batch_max = v[1];
-    p->batch_step = v[2];
+        return cli_bad("--batch '%s': STEP must be at least 1", arg), -1;
+    *min = v[0];
+    *max = v[1];
+    *step = v[2];
+    return 0;
+}
+
+static enum cli_status cli_range(const char *arg, struct plan *p)
+{
+    if (cli_batch_range(arg, &p->batch_min, &p->batch_max, &p->batch_step))
+        return CLI_USAGE;
     p->batch_given = 1;
     return CLI_RUN;
 }
@@ -262,6 +273,7 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_NO_CACHE: p->no_cache = 1; break;
     case O_NO_PROBE: p->no_probe = 1; break;
     case O_REPLAY: p->replay = 1; break;
+    case O_KEEP_TRACES: p->keep_traces = arg; break;
     case O_TRIAL_MEMORY_LIMIT:
         if (units_size(arg, &p->trial_mem_limit) || p->trial_mem_limit < (64ULL << 20))
             return cli_bad("--trial-memory-limit '%s': a size of at least 64M, e.g. 512M or 2G", arg);

@@ -39,6 +39,7 @@ struct plan {
     int no_cache;             /**< --no-cache */
     int no_probe;             /**< --no-probe */
     int replay;               /**< --replay: guide the search with the replay probe */
+    const char *keep_traces;  /**< --keep-traces DIR, or NULL */
     uint64_t trial_mem_limit; /**< --trial-memory-limit in bytes; 0: none */
     const char *markdown_path, *junit_path, *html_path; /**< report files, or NULL */
     const char *baseline_path;   /**< --baseline, or NULL */
@@ -57,6 +58,10 @@ enum cli_status {
 
 /** Fill *p from argv (defaults first).  Prints errors itself. */
 enum cli_status cli_parse(int argc, char **argv, struct plan *p);
+
+/** Parse MIN:MAX[:STEP] as --batch does.  Returns 0, or -1 after printing
+ *  the one-line error (named "--batch"). */
+int cli_batch_range(const char *arg, long *min, long *max, long *step);
 
 /** Print the one-line error format: "autobatch: error: ..." to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -5,10 +5,13 @@
 #include "guide.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "afile.h"
 
 int guide_init(struct guide *g, const struct space *sp, int64_t capacity, const char *capacity_from)
 {
@@ -82,8 +85,10 @@ int guide_next(struct guide *g, struct space *sp, size_t ci, long *micro)
     return 1;
 }
 
-/* The lowest rank's trace in dir, loaded into *t.  0, or -1 with why. */
-static int guide_load_trace(const char *dir, struct replay_trace *t, char *why, size_t whylen)
+/* The lowest rank's trace in dir, loaded into *t, its path in chosen.
+ * 0, or -1 with why. */
+static int guide_load_trace(const char *dir, struct replay_trace *t, char *chosen, size_t clen,
+                            char *why, size_t whylen)
 {
     DIR *d = dir ? opendir(dir) : NULL;
     if (!d) {
@@ -108,6 +113,7 @@ static int guide_load_trace(const char *dir, struct replay_trace *t, char *why, 
             replay_trace_release(t);
             *t = x;
             have = 1;
+            snprintf(chosen, clen, "%s", path);
         } else {
             replay_trace_release(&x);
         }
@@ -116,6 +122,35 @@ static int guide_load_trace(const char *dir, struct replay_trace *t, char *why, 
     if (!have)
         snprintf(why, whylen, "%s", err);
     return have ? 0 : -1;
+}
+
+/* Copy a trace into the --keep-traces directory.  0, or -1 with why. */
+static int guide_keep(const char *dir, const char *path, const struct cell *c, long micro,
+                      char *why, size_t whylen)
+{
+    char name[128], dst[4400];
+    snprintf(name, sizeof name, GUIDE_TRACE_NAME, c->grad_accum, c->checkpointing ? "on" : "off",
+             micro);
+    snprintf(dst, sizeof dst, "%s/%s", dir, name);
+    FILE *f = fopen(path, "re");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = f ? open_memstream(&buf, &len) : NULL;
+    char chunk[65536];
+    size_t n;
+    while (m && (n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        fwrite(chunk, 1, n, m);
+    int rc = -1;
+    if (!m) {
+        snprintf(why, whylen, "cannot keep trace '%s': %s", path, strerror(errno));
+    } else if (fclose(m) == 0 && buf) {
+        rc = afile_write(dst, buf, len, why, whylen);
+    }
+    m = NULL;
+    if (f)
+        fclose(f);
+    free(buf);
+    return rc;
 }
 
 static double guide_gib(int64_t b)
@@ -181,11 +216,16 @@ void guide_record(struct guide *g, struct space *sp, size_t ci, long micro, int 
     struct guide_cell *gc = &g->cells[ci];
     struct cell *c = &sp->cells[ci];
     if (recording) {
-        char why[512];
+        char why[512], path[4400];
         if (!fit) {
             snprintf(why, sizeof why, "the recording trial at micro-batch %ld did not fit", micro);
-        } else if (guide_load_trace(trace_dir, &gc->trace[gc->nrec], why, sizeof why) == 0) {
+        } else if (guide_load_trace(trace_dir, &gc->trace[gc->nrec], path, sizeof path, why,
+                                    sizeof why) == 0) {
+            if (g->keep_dir && guide_keep(g->keep_dir, path, c, micro, why, sizeof why))
+                snprintf(note, notelen, "replay: warning: %s", why);
             gc->nrec++;
+            if (gc->nrec == gc->nwant && note[0]) /* the prediction's note wins */
+                note[0] = '\0';
             if (gc->nrec == gc->nwant)
                 guide_predict(g, sp, ci, note, notelen);
             return;

@@ -69,7 +69,14 @@ struct guide {
     size_t ncells;
     int64_t capacity;             /**< bytes the predictions are for */
     const char *capacity_from;    /**< "trial-memory-limit" or "gpu" */
+    const char *keep_dir;         /**< --keep-traces: a copy of each trace goes here */
 };
+
+/**
+ * The name a kept trace has in --keep-traces DIR, which autobatch predict
+ * reads back: accum<G>-ckpt<on|off>-b<B>.txt.
+ */
+#define GUIDE_TRACE_NAME "accum%ld-ckpt%s-b%ld.txt"
 
 /** Set up a guide for every cell of sp.  Returns 0, or -1 (ENOMEM). */
 int guide_init(struct guide *g, const struct space *sp, int64_t capacity, const char *capacity_from);

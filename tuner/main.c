@@ -700,6 +700,13 @@ static void ab_sweep(const struct plan *plan, const struct ab_setup *s, const ch
                       lr.copies == 1 ? "y" : "ies", lr.temps, lr.temps == 1 ? "" : "s", lr.first);
 }
 
+/* An existing directory we may write in. */
+static int ab_writable_dir(const char *path)
+{
+    struct stat st;
+    return !stat(path, &st) && S_ISDIR(st.st_mode) && !access(path, W_OK | X_OK);
+}
+
 /* Steps a recording trial runs: the probe records after the second
  * optimizer step, for three steps (the first of them is dropped), and
  * writes its trace in the hook of the fifth; one more step ends it. */
@@ -990,7 +997,7 @@ int main(int argc, char **argv)
                            "(--no-cache to search afresh)");
 
     /* ---- the replay probe (--replay): what capacity it predicts for */
-    struct guide guide = { NULL, 0, 0, NULL };
+    struct guide guide = { NULL, 0, 0, NULL, NULL };
     int replay_cpu = 0;
     if (plan.replay) {
         double gcap = gpu_capacity(&gpu);
@@ -1000,6 +1007,8 @@ int main(int argc, char **argv)
         else if (!plan.trial_mem_limit && gcap <= 0)
             bad = "--replay needs a capacity to predict for: a GPU seen through NVML, or "
                   "--trial-memory-limit SIZE on CPU";
+        else if (plan.keep_traces && !ab_writable_dir(plan.keep_traces))
+            bad = "--keep-traces: not a writable directory; make it first (mkdir -p DIR)";
         if (bad || guide_init(&guide, &space, plan.trial_mem_limit ? (int64_t)plan.trial_mem_limit
                                                                     : (int64_t)gcap,
                               plan.trial_mem_limit ? "trial-memory-limit" : "gpu")) {
@@ -1013,6 +1022,15 @@ int main(int argc, char **argv)
             return AB_USAGE;
         }
         replay_cpu = plan.trial_mem_limit > 0;
+        guide.keep_dir = plan.keep_traces;
+    } else if (plan.keep_traces) {
+        cli_error("--keep-traces keeps --replay's traces; add --replay");
+        leftovers_remove_tree(dir);
+        space_release(&space);
+        results_release(&res);
+        oom_table_release(&oom);
+        ab_setup_release(&setup);
+        return AB_USAGE;
     }
 
     /* ---- the trials */

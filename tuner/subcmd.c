@@ -1,9 +1,11 @@
 /*
- * subcmd: config, report, matrix and notify, and the end-of-run outputs
+ * subcmd: config, report, matrix, notify and predict, and the end-of-run outputs
  * (see subcmd.h).
  */
 #include "subcmd.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +22,9 @@
 #include "matrix.h"
 #include "report.h"
 #include "results.h"
+#include "guide.h"
+#include "replay.h"
+#include "units.h"
 #include "webhook.h"
 
 enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_REGRESSION = 6 };
@@ -497,6 +502,126 @@ int subcmd_outputs_write(const struct plan *plan, json_t *doc, const json_t *bas
     return status;
 }
 
+/* ------------------------------------------------------------ predict */
+
+/* One cell's kept traces: up to three sizes, smallest first. */
+struct pcell {
+    long accum;
+    int ckpt;
+    long b[3];
+    char path[3][4400];
+    size_t n;
+};
+
+/* autobatch predict DIR --capacity SIZE [--batch MIN:MAX[:STEP]]: the
+ * largest micro-batch per cell for another capacity, from the traces
+ * --keep-traces kept.  Predictions only: nothing is run. */
+static int subcmd_predict(int argc, char **argv)
+{
+    const char *dir = NULL, *cap_s = NULL, *batch_s = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char **slot = !strcmp(argv[i], "--capacity") ? &cap_s
+                          : !strcmp(argv[i], "--batch") ? &batch_s : NULL;
+        if (slot && i + 1 < argc) {
+            *slot = argv[++i];
+        } else if (slot || argv[i][0] == '-' || dir) {
+            cli_error("usage: autobatch predict TRACES_DIR --capacity SIZE [--batch MIN:MAX[:STEP]]");
+            return EXIT_USAGE;
+        } else {
+            dir = argv[i];
+        }
+    }
+    uint64_t cap = 0;
+    long min = 1, max = 1024, step = 1;
+    if (!dir || !cap_s) {
+        cli_error("usage: autobatch predict TRACES_DIR --capacity SIZE [--batch MIN:MAX[:STEP]], "
+                  "e.g. autobatch predict traces --capacity 24G");
+        return EXIT_USAGE;
+    }
+    if (units_size(cap_s, &cap) || cap == 0 || cap > (uint64_t)INT64_MAX) {
+        cli_error("--capacity '%s': a size such as 24G or 800000K", cap_s);
+        return EXIT_USAGE;
+    }
+    if (batch_s && cli_batch_range(batch_s, &min, &max, &step))
+        return EXIT_USAGE;
+    DIR *d = opendir(dir);
+    if (!d) {
+        cli_error("cannot read '%s': %s; give the directory of --keep-traces", dir, strerror(errno));
+        return EXIT_USAGE;
+    }
+    struct pcell cells[64];
+    size_t ncells = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long accum, b;
+        char ck[4], tail[8];
+        if (sscanf(e->d_name, "accum%ld-ckpt%3[onf]-b%ld.tx%7s", &accum, ck, &b, tail) != 4 ||
+            strcmp(tail, "t") || accum < 1 || b < 1 || (strcmp(ck, "on") && strcmp(ck, "off")))
+            continue;
+        int on = !strcmp(ck, "on");
+        size_t k = 0;
+        while (k < ncells && !(cells[k].accum == accum && cells[k].ckpt == on))
+            k++;
+        if (k == ncells) {
+            if (ncells == sizeof cells / sizeof *cells)
+                continue;
+            cells[ncells++] = (struct pcell){ .accum = accum, .ckpt = on };
+        }
+        struct pcell *c = &cells[k];
+        /* Keep the three smallest sizes, in order. */
+        size_t at = c->n;
+        while (at > 0 && c->b[at - 1] > b)
+            at--;
+        if (at >= 3)
+            continue;
+        for (size_t j = c->n < 3 ? c->n : 2; j > at; j--) {
+            c->b[j] = c->b[j - 1];
+            memcpy(c->path[j], c->path[j - 1], sizeof c->path[j]);
+        }
+        c->b[at] = b;
+        snprintf(c->path[at], sizeof c->path[at], "%s/%s", dir, e->d_name);
+        if (c->n < 3)
+            c->n++;
+    }
+    closedir(d);
+    if (!ncells) {
+        cli_error("no traces in '%s' (files named accum1-ckptoff-b2.txt, as --keep-traces "
+                  "writes them)", dir);
+        return EXIT_USAGE;
+    }
+    int predicted = 0;
+    for (size_t k = 0; k < ncells; k++) {
+        struct pcell *c = &cells[k];
+        struct replay_trace t[3] = { REPLAY_TRACE_INIT, REPLAY_TRACE_INIT, REPLAY_TRACE_INIT };
+        struct replay_model m = REPLAY_MODEL_INIT;
+        char why[512] = "needs traces of two sizes";
+        int ok = c->n >= 2;
+        for (size_t j = 0; ok && j < c->n; j++)
+            ok = !replay_trace_load(c->path[j], &t[j], why, sizeof why);
+        if (ok)
+            ok = !replay_fit(t, c->b, c->n, &m, why, sizeof why);
+        printf("accum %ld, ckpt %s: ", c->accum, c->ckpt ? "on" : "off");
+        if (!ok) {
+            printf("no prediction: %s\n", why);
+        } else {
+            int64_t need;
+            long p = replay_predict(&m, min, max, step, (int64_t)cap, &need);
+            if (p < min)
+                printf("nothing from %ld fits in %s (%ld needs %.2f GiB; predicted, unconfirmed)\n",
+                       min, cap_s, min, (double)need / (1 << 30));
+            else
+                printf("largest micro-batch %ld%s in %s (needs %.2f GiB; predicted from traces at "
+                       "%ld..%ld, unconfirmed)\n", p, p == max ? " (the top of --batch)" : "",
+                       cap_s, (double)need / (1 << 30), c->b[0], c->b[c->n - 1]);
+            predicted++;
+        }
+        replay_model_release(&m);
+        for (size_t j = 0; j < 3; j++)
+            replay_trace_release(&t[j]);
+    }
+    return predicted ? EXIT_OK : EXIT_USAGE;
+}
+
 int subcmd_dispatch(int argc, char **argv)
 {
     if (!strcmp(argv[1], "config"))
@@ -507,5 +632,7 @@ int subcmd_dispatch(int argc, char **argv)
         return subcmd_matrix(argc, argv);
     if (!strcmp(argv[1], "notify"))
         return subcmd_notify(argc, argv);
+    if (!strcmp(argv[1], "predict"))
+        return subcmd_predict(argc, argv);
     return -1;
 }

@@ -96,12 +96,38 @@ check_replay() { # results.json checkpointing direct label
 # --- without checkpointing
 fits 1 || fail "direct: batch 1 does not fit under the limit"
 direct=$(bisect 1 65)
-"$AUTOBATCH" "${COMMON[@]}" --replay --batch 1:64 --json "$WORK/r.json" -- "$PY" "$TRAIN" --worst_case \
-  >"$WORK/r.out" 2>&1 || fail "replay: exit $? $(tail -3 "$WORK/r.out")"
+mkdir "$WORK/traces"
+"$AUTOBATCH" "${COMMON[@]}" --replay --keep-traces "$WORK/traces" --batch 1:64 --json "$WORK/r.json" -- \
+  "$PY" "$TRAIN" --worst_case >"$WORK/r.out" 2>&1 || fail "replay: exit $? $(tail -3 "$WORK/r.out")"
 grep -q "autobatch: replay (accum 1, ckpt off): traces at 2 and 3 align" "$WORK/r.out" \
   || fail "no replay line: $(grep autobatch: "$WORK/r.out" | head -5)"
 grep -q "autobatch: replay (accum 1, ckpt off): confirmed" "$WORK/r.out" || fail "not confirmed"
 check_replay "$WORK/r.json" false "$direct" "ckpt off"
+
+# --- autobatch predict: the kept traces answer for another capacity,
+# checked here directly under that cap
+assert_eq "accum1-ckptoff-b2.txt accum1-ckptoff-b3.txt" "$(ls "$WORK/traces" | tr '\n' ' ' | sed 's/ $//')" \
+  "kept traces"
+"$AUTOBATCH" predict "$WORK/traces" --capacity ${LIMIT_KB}K --batch 1:64 >"$WORK/p.out" \
+  || fail "predict: exit $?"
+grep -q "^accum 1, ckpt off: largest micro-batch $(jqr '.replay.cells[0].first_prediction' "$WORK/r.json") in ${LIMIT_KB}K" \
+  "$WORK/p.out" || fail "predict disagrees with the run's prediction: $(cat "$WORK/p.out")"
+BIG_KB=1000000
+"$AUTOBATCH" predict "$WORK/traces" --capacity ${BIG_KB}K --batch 1:256 >"$WORK/p2.out" || fail "predict 2: exit $?"
+big=$(sed -n 's/^accum 1, ckpt off: largest micro-batch \([0-9]*\) .*unconfirmed)$/\1/p' "$WORK/p2.out")
+[ -n "$big" ] || fail "predict 2: $(cat "$WORK/p2.out")"
+LIMIT_KB=$BIG_KB
+lo=$big
+fits "$big" || lo=$((big - 1))
+fits "$lo" || fail "predict for ${BIG_KB}K: $big and $lo do not fit directly"
+fits $((lo + 1)) && fail "predict for ${BIG_KB}K: $((lo + 1)) fits directly too (predicted $big)"
+LIMIT_KB=800000
+pass "predict for ${BIG_KB}K: $big (directly: $lo fits, $((lo + 1)) does not)"
+set +e
+"$AUTOBATCH" predict "$WORK/nothing-here" --capacity 1G >/dev/null 2>"$WORK/p3.err"
+rc=$?
+set -e
+assert_eq 2 "$rc" "predict without traces"
 
 # --- with checkpointing (only the checkpointed cell)
 fits 1 --gradient_checkpointing || fail "direct: batch 1 with checkpointing does not fit"

@@ -198,6 +198,82 @@ static int replay_decline(struct replay_model *m, char *why, size_t whylen, cons
     return -1;
 }
 
+/*
+ * The events two steps of one trial share, in order (a longest common
+ * subsequence, Myers' O((n+m)D) diff), when at most maxd events are in
+ * one step and not the other; NULL with *n = 0 when more are (or ENOMEM,
+ * then *n = 1).  A logging call every few steps allocates a few small
+ * tensors in one step and not the next; everything else repeats.
+ */
+static int64_t *replay_steady(const int64_t *a, size_t na, const int64_t *b, size_t nb,
+                              size_t maxd, size_t *n)
+{
+    long N = (long)na, M = (long)nb, D = (long)maxd, W = 2 * D + 3, off = D + 1;
+    long *hist = calloc((size_t)((D + 1) * W), sizeof *hist);
+    long *v = calloc((size_t)W, sizeof *v);
+    int64_t *out = malloc((na ? na : 1) * sizeof *out);
+    *n = 1;
+    if (!hist || !v || !out) {
+        free(hist);
+        free(v);
+        free(out);
+        return NULL;
+    }
+    long found = -1, fx = 0, fy = 0;
+    for (long d = 0; d <= D && found < 0; d++) {
+        for (long k = -d; k <= d; k += 2) {
+            long x = k == -d || (k != d && v[off + k - 1] < v[off + k + 1]) ? v[off + k + 1]
+                                                                          : v[off + k - 1] + 1;
+            long y = x - k;
+            while (x < N && y < M && a[x] == b[y])
+                x++, y++;
+            v[off + k] = x;
+            if (x >= N && y >= M) {
+                found = d;
+                fx = x;
+                fy = y;
+                break;
+            }
+        }
+        memcpy(hist + d * W, v, (size_t)W * sizeof *v);
+    }
+    free(v);
+    if (found < 0) {
+        free(hist);
+        free(out);
+        *n = 0;
+        return NULL;
+    }
+    /* Walk back, collecting the diagonal runs (shared events) in reverse. */
+    size_t cnt = 0;
+    long x = fx, y = fy;
+    for (long d = found; d > 0; d--) {
+        const long *pv = hist + (d - 1) * W;
+        long k = x - y;
+        long pk = k == -d || (k != d && pv[off + k - 1] < pv[off + k + 1]) ? k + 1 : k - 1;
+        long px = pv[off + pk], py = px - pk;
+        long sx = pk == k + 1 ? px : px + 1;
+        while (x > sx)
+            out[cnt++] = a[--x];
+        x = px;
+        y = py;
+    }
+    while (x > 0)
+        out[cnt++] = a[--x];
+    free(hist);
+    for (size_t i = 0; i < cnt / 2; i++) {
+        int64_t tmp = out[i];
+        out[i] = out[cnt - 1 - i];
+        out[cnt - 1 - i] = tmp;
+    }
+    *n = cnt;
+    return out;
+}
+
+static int replay_fit_steady(int64_t *const *ev, size_t len, const struct replay_trace *t,
+                             const long *batch, size_t n, struct replay_model *m, char *why,
+                             size_t whylen);
+
 int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct replay_model *m,
                char *why, size_t whylen)
 {
@@ -209,24 +285,51 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
             return replay_decline(m, why, whylen, "recorded sizes out of order");
         if (t[k].device != t[0].device)
             return replay_decline(m, why, whylen, "one trace is of the GPU, another of the CPU");
-        if (t[k].nev[0] != t[k].nev[1] ||
-            (t[k].nev[0] && memcmp(t[k].ev[0], t[k].ev[1], t[k].nev[0] * sizeof *t[k].ev[0])))
-            return replay_decline(m, why, whylen,
-                                  "two steps at micro-batch %ld allocate differently (%zu and %zu "
-                                  "allocations and frees): shapes depend on the data; a "
-                                  "worst-case batch (longest samples) makes them steady",
-                                  batch[k], t[k].nev[0], t[k].nev[1]);
-        if (t[k].nev[1] != t[0].nev[1])
-            return replay_decline(m, why, whylen,
-                                  "the traces at micro-batch %ld and %ld do not align (%zu and "
-                                  "%zu allocations and frees per step)",
-                                  batch[0], batch[k], t[0].nev[1], t[k].nev[1]);
     }
-    size_t len = t[0].nev[1];
+    /* Each trial's steady step: what its two recorded steps share. */
+    int64_t *ev[3] = { NULL, NULL, NULL };
+    size_t nev[3] = { 0, 0, 0 };
+    int rc = 0;
+    for (size_t k = 0; k < n && !rc; k++) {
+        size_t longer = t[k].nev[0] > t[k].nev[1] ? t[k].nev[0] : t[k].nev[1];
+        size_t maxd = longer / 50 > REPLAY_MAX_UNSTEADY ? REPLAY_MAX_UNSTEADY
+                    : longer / 50 > 8 ? longer / 50 : 8;
+        ev[k] = replay_steady(t[k].ev[0], t[k].nev[0], t[k].ev[1], t[k].nev[1], maxd, &nev[k]);
+        if (!ev[k] && nev[k])
+            rc = replay_decline(m, why, whylen, "out of memory");
+        else if (!ev[k])
+            rc = replay_decline(m, why, whylen,
+                                "two steps at micro-batch %ld allocate differently (%zu and %zu "
+                                "allocations and frees, more than %zu apart): shapes depend on "
+                                "the data; a worst-case batch (longest samples) makes them steady",
+                                batch[k], t[k].nev[0], t[k].nev[1], maxd);
+        else if (k && nev[k] != nev[0])
+            rc = replay_decline(m, why, whylen,
+                                "the traces at micro-batch %ld and %ld do not align (%zu and %zu "
+                                "allocations and frees per step)", batch[0], batch[k], nev[0],
+                                nev[k]);
+        size_t dropped = t[k].nev[1] - (ev[k] ? nev[k] : 0);
+        if (!rc && dropped > m->unsteady)
+            m->unsteady = dropped;
+    }
+    if (!rc)
+        rc = replay_fit_steady(ev, nev[0], t, batch, n, m, why, whylen);
+    for (size_t k = 0; k < 3; k++)
+        free(ev[k]);
+    return rc;
+}
+
+/* replay_fit on the steady steps ev[k] (len events each). */
+static int replay_fit_steady(int64_t *const *ev, size_t len, const struct replay_trace *t,
+                             const long *batch, size_t n, struct replay_model *m, char *why,
+                             size_t whylen)
+{
+    size_t unsteady = m->unsteady;
     if (len == 0)
         return replay_decline(m, why, whylen, "the recorded steps allocated nothing");
     m->device = t[0].device;
     m->n = len;
+    m->unsteady = unsteady;
     m->a = calloc(len, sizeof *m->a);
     m->b = calloc(len, sizeof *m->b);
     m->c = calloc(len, sizeof *m->c);
@@ -235,7 +338,7 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
         return replay_decline(m, why, whylen, "out of memory");
     double x0 = (double)batch[0], x1 = (double)batch[1];
     for (size_t i = 0; i < len; i++) {
-        int64_t s0 = t[0].ev[1][i], s1 = t[1].ev[1][i];
+        int64_t s0 = ev[0][i], s1 = ev[1][i];
         if ((s0 > 0) != (s1 > 0))
             return replay_decline(m, why, whylen,
                                   "the traces at micro-batch %ld and %ld do not align (event %zu "
@@ -251,7 +354,7 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
     if (n == 3) {
         double x2 = (double)batch[2];
         for (size_t i = 0; i < len; i++) {
-            int64_t s0 = t[0].ev[1][i], s1 = t[1].ev[1][i], s2 = t[2].ev[1][i];
+            int64_t s0 = ev[0][i], s1 = ev[1][i], s2 = ev[2][i];
             if ((s2 > 0) != (s0 > 0))
                 return replay_decline(m, why, whylen,
                                       "the traces at micro-batch %ld and %ld do not align (event "

@@ -12,8 +12,10 @@
  * matrix), a quadratic through the three is used instead.
  *
  * The model declines, with a reason, whenever that premise fails: a
- * trace cut short, two steps of one trial that differ (data-dependent
- * shapes: variable-length batches), traces of different lengths or
+ * trace cut short, two steps of one trial that differ in more than a few
+ * events (data-dependent shapes: variable-length batches; the few that a
+ * logging call allocates in one step and not the next are left out),
+ * traces of different lengths or
  * different allocation/free order, a size that would go negative.  The
  * search then runs as it would without the probe.
  *
@@ -68,9 +70,14 @@ struct replay_model {
     long rec[3];            /**< the recorded micro-batches */
     size_t nrec;
     int64_t outside;        /**< bytes outside the step (see above) */
+    size_t unsteady;        /**< events of a recorded step left out: in one step, not the other */
 };
 
-#define REPLAY_MODEL_INIT { 'c', 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, { 0, 0, 0 }, 0, 0 }
+/** At most this many events (and 2% of a step's) may differ between the
+ *  two recorded steps of one trial; they are left out of the model. */
+#define REPLAY_MAX_UNSTEADY 64
+
+#define REPLAY_MODEL_INIT { 'c', 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, { 0, 0, 0 }, 0, 0, 0 }
 
 /**
  * Fit a model on n (2 or 3) traces recorded at batch[0] < batch[1] (<

@@ -241,9 +241,19 @@ static void expect_decline(const char *s0a, const char *s0b, const char *s1, con
 static void test_declines(void **state)
 {
     (void)state;
-    /* Two steps of one trial differ: data-dependent shapes. */
-    expect_decline("a c 200 1\nf c 200 1\n", "a c 230 1\nf c 230 1\n", "a c 300 1\nf c 300 1\n",
-                   "shapes depend on the data");
+    /* Two steps of one trial differ in more than 8 events: data-dependent
+     * shapes (every size of the second step is another). */
+    char s1[512] = "", s2[512] = "", s3[512] = "";
+    for (int i = 0; i < 6; i++) {
+        char e[64];
+        snprintf(e, sizeof e, "a c %d 1\nf c %d 1\n", 200 + i, 200 + i);
+        strcat(s1, e);
+        snprintf(e, sizeof e, "a c %d 1\nf c %d 1\n", 230 + i, 230 + i);
+        strcat(s2, e);
+        snprintf(e, sizeof e, "a c %d 1\nf c %d 1\n", 300 + i, 300 + i);
+        strcat(s3, e);
+    }
+    expect_decline(s1, s2, s3, "shapes depend on the data");
     /* Different lengths. */
     expect_decline("a c 200 1\nf c 200 1\n", NULL, "a c 300 1\na c 5 2\nf c 300 1\n",
                    "do not align");
@@ -267,6 +277,30 @@ static void test_declines(void **state)
     batch[1] = 2;
     assert_int_equal(replay_fit(t, batch, 2, &m, why, sizeof why), -1);
     assert_non_null(strstr(why, "VmPeak"));
+    replay_trace_release(&t[0]);
+    replay_trace_release(&t[1]);
+}
+
+/* A few events in one recorded step and not the other (a logging call's
+ * small tensors) are left out; the rest is fitted as usual. */
+static void test_unsteady_few(void **state)
+{
+    (void)state;
+    struct replay_trace t[2];
+    struct replay_model m;
+    char why[512], extra[600];
+    snprintf(extra, sizeof extra, "%sa c 16 7\nf c 16 7\n", step_at(2));
+    load(trace_file("u2.txt", 100000, step_at(2), extra, NULL), &t[0]);
+    snprintf(extra, sizeof extra, "a c 8 7\n%sf c 8 7\n", step_at(3));
+    load(trace_file("u3.txt", 100000, extra, step_at(3), NULL), &t[1]);
+    long batch[2] = { 2, 3 };
+    if (replay_fit(t, batch, 2, &m, why, sizeof why))
+        fail_msg("declined: %s", why);
+    assert_int_equal(m.n, 9);
+    assert_int_equal(m.unsteady, 2);
+    int fits;
+    assert_int_equal(replay_need(&m, 10, INT64_MAX, &fits) - m.outside, 1000 + 1600);
+    replay_model_release(&m);
     replay_trace_release(&t[0]);
     replay_trace_release(&t[1]);
 }
@@ -336,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_linear_cpu),
         cmocka_unit_test(test_quadratic),
         cmocka_unit_test(test_declines),
+        cmocka_unit_test(test_unsteady_few),
         cmocka_unit_test(test_negative_size),
         cmocka_unit_test(test_gpu),
     };

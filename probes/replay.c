@@ -115,6 +115,8 @@ int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_
                 count = v;
             } else if (!strcmp(key, "vm_peak_kb")) {
                 t->vm_peak = v < 0 ? -1 : v * 1024;
+            } else if (!strcmp(key, "vm_size_kb")) {
+                t->vm_size = v < 0 ? -1 : v * 1024;
             } else if (!strcmp(key, "cuda_reserved")) {
                 t->cuda_reserved = v;
             } else if (!strcmp(key, "cuda_allocated")) {
@@ -198,26 +200,36 @@ static int replay_decline(struct replay_model *m, char *why, size_t whylen, cons
     return -1;
 }
 
+/* Do event x (of a trace at micro-batch b0) and y (at b1 = ratio x b0)
+ * correspond?  The same sign, and sizes no further apart than the
+ * batches are (plus 64 KiB for an intercept). */
+static int replay_match(int64_t x, int64_t y, double ratio)
+{
+    if (ratio == 1 || x == y)
+        return x == y;
+    if ((x > 0) != (y > 0))
+        return 0;
+    double ax = (double)(x < 0 ? -x : x), ay = (double)(y < 0 ? -y : y);
+    return ay <= ratio * ax + 65536 && ax <= ratio * ay + 65536;
+}
+
 /*
- * The events two steps of one trial share, in order (a longest common
- * subsequence, Myers' O((n+m)D) diff), when at most maxd events are in
- * one step and not the other; NULL with *n = 0 when more are (or ENOMEM,
- * then *n = 1).  A logging call every few steps allocates a few small
- * tensors in one step and not the next; everything else repeats.
+ * Align a and b (Myers' O((n+m)D) diff): the pairs of events they share,
+ * in order, into ia[] and ib[] (room for min(na, nb) each), when at most
+ * maxd events are in one and not the other.  ratio 1: events match when
+ * equal (two steps of one trial); else by replay_match (two trials).
+ * Returns the number of pairs, -1 when more than maxd differ, -2 ENOMEM.
  */
-static int64_t *replay_steady(const int64_t *a, size_t na, const int64_t *b, size_t nb,
-                              size_t maxd, size_t *n)
+static long replay_diff(const int64_t *a, size_t na, const int64_t *b, size_t nb, size_t maxd,
+                        double ratio, size_t *ia, size_t *ib)
 {
     long N = (long)na, M = (long)nb, D = (long)maxd, W = 2 * D + 3, off = D + 1;
     long *hist = calloc((size_t)((D + 1) * W), sizeof *hist);
     long *v = calloc((size_t)W, sizeof *v);
-    int64_t *out = malloc((na ? na : 1) * sizeof *out);
-    *n = 1;
-    if (!hist || !v || !out) {
+    if (!hist || !v) {
         free(hist);
         free(v);
-        free(out);
-        return NULL;
+        return -2;
     }
     long found = -1, fx = 0, fy = 0;
     for (long d = 0; d <= D && found < 0; d++) {
@@ -225,7 +237,7 @@ static int64_t *replay_steady(const int64_t *a, size_t na, const int64_t *b, siz
             long x = k == -d || (k != d && v[off + k - 1] < v[off + k + 1]) ? v[off + k + 1]
                                                                           : v[off + k - 1] + 1;
             long y = x - k;
-            while (x < N && y < M && a[x] == b[y])
+            while (x < N && y < M && replay_match(a[x], b[y], ratio))
                 x++, y++;
             v[off + k] = x;
             if (x >= N && y >= M) {
@@ -240,11 +252,9 @@ static int64_t *replay_steady(const int64_t *a, size_t na, const int64_t *b, siz
     free(v);
     if (found < 0) {
         free(hist);
-        free(out);
-        *n = 0;
-        return NULL;
+        return -1;
     }
-    /* Walk back, collecting the diagonal runs (shared events) in reverse. */
+    /* Walk back, collecting the diagonal runs (the pairs) in reverse. */
     size_t cnt = 0;
     long x = fx, y = fy;
     for (long d = found; d > 0; d--) {
@@ -253,21 +263,33 @@ static int64_t *replay_steady(const int64_t *a, size_t na, const int64_t *b, siz
         long pk = k == -d || (k != d && pv[off + k - 1] < pv[off + k + 1]) ? k + 1 : k - 1;
         long px = pv[off + pk], py = px - pk;
         long sx = pk == k + 1 ? px : px + 1;
-        while (x > sx)
-            out[cnt++] = a[--x];
+        while (x > sx) {
+            ia[cnt] = (size_t)--x;
+            ib[cnt++] = (size_t)--y;
+        }
         x = px;
         y = py;
     }
-    while (x > 0)
-        out[cnt++] = a[--x];
+    while (x > 0) {
+        ia[cnt] = (size_t)--x;
+        ib[cnt++] = (size_t)--y;
+    }
     free(hist);
     for (size_t i = 0; i < cnt / 2; i++) {
-        int64_t tmp = out[i];
-        out[i] = out[cnt - 1 - i];
-        out[cnt - 1 - i] = tmp;
+        size_t t1 = ia[i], t2 = ib[i];
+        ia[i] = ia[cnt - 1 - i];
+        ib[i] = ib[cnt - 1 - i];
+        ia[cnt - 1 - i] = t1;
+        ib[cnt - 1 - i] = t2;
     }
-    *n = cnt;
-    return out;
+    return (long)cnt;
+}
+
+/* How many events may differ between two sequences of these lengths. */
+static size_t replay_maxd(size_t n0, size_t n1)
+{
+    size_t longer = n0 > n1 ? n0 : n1;
+    return longer / 50 > REPLAY_MAX_UNSTEADY ? REPLAY_MAX_UNSTEADY : longer / 50 > 8 ? longer / 50 : 8;
 }
 
 static int replay_fit_steady(int64_t *const *ev, size_t len, const struct replay_trace *t,
@@ -286,34 +308,73 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
         if (t[k].device != t[0].device)
             return replay_decline(m, why, whylen, "one trace is of the GPU, another of the CPU");
     }
-    /* Each trial's steady step: what its two recorded steps share. */
+    /* Each trial's steady step: what its two recorded steps share; then
+     * the steady steps of the trials aligned with the first one's. */
     int64_t *ev[3] = { NULL, NULL, NULL };
-    size_t nev[3] = { 0, 0, 0 };
-    int rc = 0;
+    size_t nev[3] = { 0, 0, 0 }, cap = 0;
+    for (size_t k = 0; k < n; k++)
+        cap = t[k].nev[0] + t[k].nev[1] > cap ? t[k].nev[0] + t[k].nev[1] : cap;
+    size_t *ia = malloc((cap + 1) * sizeof *ia), *ib = malloc((cap + 1) * sizeof *ib);
+    size_t *keep = calloc(cap + 1, sizeof *keep);      /* ev[0] index -> trials matched */
+    size_t *at[3] = { NULL, NULL, NULL };              /* ev[0] index -> ev[k] index */
+    int rc = ia && ib && keep ? 0 : replay_decline(m, why, whylen, "out of memory");
     for (size_t k = 0; k < n && !rc; k++) {
-        size_t longer = t[k].nev[0] > t[k].nev[1] ? t[k].nev[0] : t[k].nev[1];
-        size_t maxd = longer / 50 > REPLAY_MAX_UNSTEADY ? REPLAY_MAX_UNSTEADY
-                    : longer / 50 > 8 ? longer / 50 : 8;
-        ev[k] = replay_steady(t[k].ev[0], t[k].nev[0], t[k].ev[1], t[k].nev[1], maxd, &nev[k]);
-        if (!ev[k] && nev[k])
-            rc = replay_decline(m, why, whylen, "out of memory");
-        else if (!ev[k])
+        size_t maxd = replay_maxd(t[k].nev[0], t[k].nev[1]);
+        long c = replay_diff(t[k].ev[0], t[k].nev[0], t[k].ev[1], t[k].nev[1], maxd, 1, ia, ib);
+        ev[k] = c >= 0 ? malloc(((size_t)c + 1) * sizeof *ev[k]) : NULL;
+        if (c == -1) {
             rc = replay_decline(m, why, whylen,
                                 "two steps at micro-batch %ld allocate differently (%zu and %zu "
                                 "allocations and frees, more than %zu apart): shapes depend on "
                                 "the data; a worst-case batch (longest samples) makes them steady",
                                 batch[k], t[k].nev[0], t[k].nev[1], maxd);
-        else if (k && nev[k] != nev[0])
-            rc = replay_decline(m, why, whylen,
-                                "the traces at micro-batch %ld and %ld do not align (%zu and %zu "
-                                "allocations and frees per step)", batch[0], batch[k], nev[0],
-                                nev[k]);
-        size_t dropped = t[k].nev[1] - (ev[k] ? nev[k] : 0);
-        if (!rc && dropped > m->unsteady)
-            m->unsteady = dropped;
+            break;
+        }
+        if (!ev[k]) {
+            rc = replay_decline(m, why, whylen, "out of memory");
+            break;
+        }
+        for (long i = 0; i < c; i++)
+            ev[k][i] = t[k].ev[1][ib[i]];
+        nev[k] = (size_t)c;
+        if (t[k].nev[1] - nev[k] > m->unsteady)
+            m->unsteady = t[k].nev[1] - nev[k];
     }
+    for (size_t k = 1; k < n && !rc; k++) {
+        size_t maxd = replay_maxd(nev[0], nev[k]);
+        long c = replay_diff(ev[0], nev[0], ev[k], nev[k], maxd,
+                             (double)batch[k] / (double)batch[0], ia, ib);
+        at[k] = c >= 0 ? calloc(nev[0] + 1, sizeof *at[k]) : NULL;
+        if (c == -1 || !at[k]) {
+            rc = replay_decline(m, why, whylen,
+                                c == -1 ? "the traces at micro-batch %ld and %ld do not align "
+                                          "(%zu and %zu allocations and frees per step)"
+                                        : "out of memory", batch[0], batch[k], nev[0], nev[k]);
+            break;
+        }
+        for (long i = 0; i < c; i++) {
+            keep[ia[i]]++;
+            at[k][ia[i]] = ib[i] + 1;
+        }
+    }
+    /* The events of the first trial that every other trial has. */
+    size_t len = 0;
+    for (size_t i = 0; !rc && i < nev[0]; i++) {
+        if (keep[i] != n - 1)
+            continue;
+        for (size_t k = 1; k < n; k++)
+            ev[k][len] = ev[k][at[k][i] - 1];
+        ev[0][len++] = ev[0][i];
+    }
+    if (!rc && nev[0] - len > m->unsteady)
+        m->unsteady = nev[0] - len;
+    free(ia);
+    free(ib);
+    free(keep);
+    for (size_t k = 0; k < 3; k++)
+        free(at[k]);
     if (!rc)
-        rc = replay_fit_steady(ev, nev[0], t, batch, n, m, why, whylen);
+        rc = replay_fit_steady(ev, len, t, batch, n, m, why, whylen);
     for (size_t k = 0; k < 3; k++)
         free(ev[k]);
     return rc;
@@ -395,11 +456,13 @@ static int replay_fit_steady(int64_t *const *ev, size_t len, const struct replay
                 m->outside = t[k].cuda_outside;
             continue;
         }
-        int64_t peak = replay_peak_live(m, batch[k]);
-        if (t[k].vm_peak < 0 || peak < 0)
-            return replay_decline(m, why, whylen, "a CPU trace without the process's VmPeak");
-        if (t[k].vm_peak - peak > m->outside)
-            m->outside = t[k].vm_peak - peak;
+        if (t[k].vm_peak < 0 || t[k].vm_size < 0)
+            return replay_decline(m, why, whylen, "a CPU trace without the process's VmPeak "
+                                                  "and VmSize");
+        if (t[k].vm_size > m->outside)
+            m->outside = t[k].vm_size;
+        if (t[k].vm_peak > m->floor)
+            m->floor = t[k].vm_peak;
     }
     return 0;
 }
@@ -477,8 +540,9 @@ int64_t replay_need(const struct replay_model *m, long b, int64_t capacity, int 
         int64_t peak = replay_peak_live(m, b);
         if (peak < 0)
             return -1;
-        *fits = m->outside + peak <= capacity;
-        return m->outside + peak;
+        int64_t need = m->outside + peak > m->floor ? m->outside + peak : m->floor;
+        *fits = need <= capacity;
+        return need;
     }
     size_t n;
     int64_t *ev = replay_gpu_events(m, b, &n);

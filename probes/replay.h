@@ -21,9 +21,10 @@
  *
  * What a size needs:
  *   - CPU (the capacity is an address-space cap, --trial-memory-limit):
- *     the bytes of the process outside the step (calibrated as VmPeak
- *     minus the step's peak live bytes at the recorded sizes) plus the
- *     step's peak live bytes at the new size.  This holds when glibc's
+ *     the process's address space when the step starts (VmSize at the
+ *     recording's start, the largest of the recorded sizes') plus the
+ *     step's peak live bytes at the new size, and at least the peak the
+ *     process reached before its steps (start-up, data preparation).  This holds when glibc's
  *     malloc returns freed large blocks at once (a fixed mmap threshold,
  *     one arena), which autobatch sets for such trials;
  *   - CUDA: PyTorch's caching allocator, simulated (casim.h), plus the
@@ -43,11 +44,12 @@ struct replay_trace {
     int64_t *ev[2];       /**< the two steps */
     size_t nev[2];
     int64_t vm_peak;      /**< VmPeak before recording, bytes; -1 unknown */
+    int64_t vm_size;      /**< VmSize when recording started, bytes; -1 unknown */
     int64_t cuda_reserved, cuda_allocated, cuda_outside; /**< at record start; -1 off CUDA */
     long rank;
 };
 
-#define REPLAY_TRACE_INIT { 'c', { NULL, NULL }, { 0, 0 }, -1, -1, -1, -1, 0 }
+#define REPLAY_TRACE_INIT { 'c', { NULL, NULL }, { 0, 0 }, -1, -1, -1, -1, -1, 0 }
 
 /** The largest trace file read (a few hundred thousand events). */
 #define REPLAY_MAX_BYTES ((size_t)64 * 1024 * 1024)
@@ -70,6 +72,7 @@ struct replay_model {
     long rec[3];            /**< the recorded micro-batches */
     size_t nrec;
     int64_t outside;        /**< bytes outside the step (see above) */
+    int64_t floor;          /**< CPU: the process's peak before the steps (start-up, data) */
     size_t unsteady;        /**< events of a recorded step left out: in one step, not the other */
 };
 
@@ -77,7 +80,7 @@ struct replay_model {
  *  two recorded steps of one trial; they are left out of the model. */
 #define REPLAY_MAX_UNSTEADY 64
 
-#define REPLAY_MODEL_INIT { 'c', 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, { 0, 0, 0 }, 0, 0, 0 }
+#define REPLAY_MODEL_INIT { 'c', 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, { 0, 0, 0 }, 0, 0, 0, 0 }
 
 /**
  * Fit a model on n (2 or 3) traces recorded at batch[0] < batch[1] (<

@@ -164,12 +164,12 @@ void replay_model_release(struct replay_model *m)
     *m = (struct replay_model)REPLAY_MODEL_INIT;
 }
 
-/* Event i's size at b; -1 when the model gives a negative size there. */
+/* Event i's size at b: a size that shrinks as the batch grows stops at 0. */
 static int64_t replay_size(const struct replay_model *m, size_t i, long b)
 {
     double bb = (double)b;
     double s = m->a[i] + m->b[i] * bb + m->c[i] * bb * bb;
-    return s < -0.5 ? -1 : (int64_t)llround(s < 0 ? 0 : s);
+    return s < 0 ? 0 : (int64_t)llround(s);
 }
 
 /* The step's peak live bytes on CPU at b; -1 when a size goes negative. */
@@ -461,8 +461,8 @@ static int replay_fit_steady(int64_t *const *ev, size_t len, const struct replay
                                                   "and VmSize");
         if (t[k].vm_size > m->outside)
             m->outside = t[k].vm_size;
-        if (t[k].vm_peak > m->floor)
-            m->floor = t[k].vm_peak;
+        if (k == 0)
+            m->floor = t[k].vm_peak; /* the smallest size's: least of the steps in it */
     }
     return 0;
 }

@@ -72,7 +72,8 @@ struct replay_model {
     long rec[3];            /**< the recorded micro-batches */
     size_t nrec;
     int64_t outside;        /**< bytes outside the step (see above) */
-    int64_t floor;          /**< CPU: the process's peak before the steps (start-up, data) */
+    int64_t floor;          /**< CPU: VmPeak before recording at the smallest recorded size
+                                 (start-up, data preparation, two small steps) */
     size_t unsteady;        /**< events of a recorded step left out: in one step, not the other */
 };
 

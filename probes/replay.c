@@ -548,13 +548,15 @@ int64_t replay_need(const struct replay_model *m, long b, int64_t capacity, int 
     int64_t *ev = replay_gpu_events(m, b, &n);
     if (!ev)
         return -1;
-    struct casim_stats st, all;
+    /* Under the capacity when it fits; unbounded (the whole need) when not. */
+    struct casim_stats st;
     int64_t room = capacity - m->outside;
     int ok = room > 0 && casim_replay(ev, n, (uint64_t)room, &st) == 0;
-    casim_replay(ev, n, 0, &all);
+    if (!ok)
+        casim_replay(ev, n, 0, &st);
     free(ev);
     *fits = ok;
-    return m->outside + (int64_t)(ok ? st.peak_reserved : all.peak_reserved);
+    return m->outside + (int64_t)st.peak_reserved;
 }
 
 long replay_predict(const struct replay_model *m, long min, long max, long step, int64_t capacity,

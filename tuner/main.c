@@ -997,22 +997,26 @@ int main(int argc, char **argv)
                            "(--no-cache to search afresh)");
 
     /* ---- the replay probe (--replay): what capacity it predicts for */
-    struct guide guide = { NULL, 0, 0, NULL, NULL };
-    int replay_cpu = 0;
-    if (plan.replay) {
-        double gcap = gpu_capacity(&gpu);
+    struct guide guide = { NULL, 0, 0, NULL, plan.keep_traces };
+    int replay_cpu = plan.replay && plan.trial_mem_limit > 0;
+    {
+        double gcap = plan.replay ? gpu_capacity(&gpu) : -1;
         const char *bad = NULL;
-        if (plan.no_probe)
+        if (plan.keep_traces && !plan.replay)
+            bad = "--keep-traces keeps --replay's traces; add --replay";
+        else if (plan.replay && plan.no_probe)
             bad = "--replay records through the in-process probe; drop --no-probe";
-        else if (!plan.trial_mem_limit && gcap <= 0)
+        else if (plan.replay && !plan.trial_mem_limit && gcap <= 0)
             bad = "--replay needs a capacity to predict for: a GPU seen through NVML, or "
                   "--trial-memory-limit SIZE on CPU";
         else if (plan.keep_traces && !ab_writable_dir(plan.keep_traces))
             bad = "--keep-traces: not a writable directory; make it first (mkdir -p DIR)";
-        if (bad || guide_init(&guide, &space, plan.trial_mem_limit ? (int64_t)plan.trial_mem_limit
-                                                                    : (int64_t)gcap,
-                              plan.trial_mem_limit ? "trial-memory-limit" : "gpu")) {
-            cli_error("%s", bad ? bad : "out of memory");
+        else if (plan.replay &&
+                 guide_init(&guide, &space, replay_cpu ? (int64_t)plan.trial_mem_limit : (int64_t)gcap,
+                            replay_cpu ? "trial-memory-limit" : "gpu"))
+            bad = "out of memory";
+        if (bad) {
+            cli_error("%s", bad);
             guide_release(&guide);
             leftovers_remove_tree(dir);
             space_release(&space);
@@ -1021,16 +1025,6 @@ int main(int argc, char **argv)
             ab_setup_release(&setup);
             return AB_USAGE;
         }
-        replay_cpu = plan.trial_mem_limit > 0;
-        guide.keep_dir = plan.keep_traces;
-    } else if (plan.keep_traces) {
-        cli_error("--keep-traces keeps --replay's traces; add --replay");
-        leftovers_remove_tree(dir);
-        space_release(&space);
-        results_release(&res);
-        oom_table_release(&oom);
-        ab_setup_release(&setup);
-        return AB_USAGE;
     }
 
     /* ---- the trials */

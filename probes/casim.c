@@ -181,6 +181,8 @@ struct casim {
     uint32_t root[2];       /* cached blocks of each pool */
     uint32_t rng;           /* xorshift state for treap priorities */
     struct casim_map ids;   /* id -> index of the live block */
+    const struct casim_device *dev; /* NULL: simulated segments under capacity */
+    struct casim_map segs;  /* with dev: segment address -> device handle */
     size_t requests;        /* casim_alloc() calls so far */
     struct casim_stats st;
 };
@@ -348,7 +350,39 @@ static int casim_fits(const struct casim *s, uint64_t seg)
     return seg <= limit && s->st.reserved <= limit - seg;
 }
 
-/* alloc_block(): reserve a segment, as one block; slots must be reserved. */
+/*
+ * Ask for a segment of seg bytes at s->next_addr: from the device when
+ * there is one, else against the capacity.  Returns 0, 1 when it does not
+ * fit, -2 when the host runs out of memory, -3 on a device error.
+ */
+static int casim_reserve(struct casim *s, uint64_t seg)
+{
+    if (!s->dev)
+        return casim_fits(s, seg) ? 0 : 1;
+    if (map_put(&s->segs, s->next_addr, 0))
+        return -2;
+    uint64_t handle = 0;
+    int r = s->dev->reserve(s->dev->ctx, seg, &handle);
+    if (r) {
+        map_del(&s->segs, s->next_addr);
+        return r == 1 ? 1 : -3;
+    }
+    map_put(&s->segs, s->next_addr, handle); /* the key is present: cannot fail */
+    return 0;
+}
+
+/* Give a whole segment starting at addr back to the device, if any. */
+static void casim_unreserve(struct casim *s, uint64_t addr)
+{
+    uint64_t handle;
+    if (s->dev && map_get(&s->segs, addr, &handle)) {
+        s->dev->release(s->dev->ctx, handle);
+        map_del(&s->segs, addr);
+    }
+}
+
+/* alloc_block(): take the segment casim_reserve() got, as one block;
+ * slots must be reserved. */
 static uint32_t casim_new_segment(struct casim *s, int pool, uint64_t seg)
 {
     uint32_t x = slot_get(s);
@@ -377,6 +411,7 @@ void casim_empty_cache(struct casim *s)
         if (b->state != BLOCK_CACHED || b->prev != NIL || b->next != NIL)
             continue;
         tree_erase(s, i);
+        casim_unreserve(s, b->addr);
         s->st.reserved -= b->size;
         s->st.segments--;
         s->st.segment_frees++;
@@ -401,10 +436,22 @@ struct casim *casim_new(uint64_t capacity)
     return s;
 }
 
+struct casim *casim_new_on(const struct casim_device *dev)
+{
+    struct casim *s = casim_new(0);
+    if (s)
+        s->dev = dev;
+    return s;
+}
+
 void casim_free(struct casim *s)
 {
     if (!s)
         return;
+    for (size_t i = 0; s->dev && i < s->segs.cap; i++)
+        if (s->segs.used[i])
+            s->dev->release(s->dev->ctx, s->segs.vals[i]);
+    map_release(&s->segs);
     map_release(&s->ids);
     free(s->b);
     free(s);
@@ -446,12 +493,14 @@ int casim_alloc(struct casim *s, uint64_t id, uint64_t size)
         tree_erase(s, x);
     } else {
         uint64_t seg = casim_segment_size(rs);
-        if (!casim_fits(s, seg)) {
+        int r = casim_reserve(s, seg);
+        if (r == 1) {
             casim_empty_cache(s);
-            if (!casim_fits(s, seg)) {
-                map_del(&s->ids, id);
-                return casim_oom(s, request);
-            }
+            r = casim_reserve(s, seg);
+        }
+        if (r) {
+            map_del(&s->ids, id);
+            return r == 1 ? casim_oom(s, request) : r;
         }
         x = casim_new_segment(s, pool, seg);
     }
@@ -617,6 +666,8 @@ int casim_check(const struct casim *s)
         return -8;
     if (s->capacity && reserved > s->capacity)
         return -9;
+    if (s->dev && s->segs.len != segments)
+        return -10; /* a segment without its device handle, or a handle kept */
     return 0;
 }
 
@@ -626,9 +677,22 @@ int casim_check(const struct casim *s)
 
 #define NONE UINT64_MAX
 
+static int replay_on(struct casim *s, const int64_t *events, size_t n, struct casim_stats *out);
+
 int casim_replay(const int64_t *events, size_t n, uint64_t capacity, struct casim_stats *out)
 {
-    struct casim *s = casim_new(capacity);
+    return replay_on(casim_new(capacity), events, n, out);
+}
+
+int casim_replay_on(const struct casim_device *dev, const int64_t *events, size_t n,
+                    struct casim_stats *out)
+{
+    return replay_on(casim_new_on(dev), events, n, out);
+}
+
+/* The replay on a fresh allocator s (NULL: the host ran out), freed here. */
+static int replay_on(struct casim *s, const int64_t *events, size_t n, struct casim_stats *out)
+{
     /*
      * Each requested size has a stack of its live blocks, newest on top:
      * `top` maps the size to the event index of the top block, and

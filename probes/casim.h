@@ -37,6 +37,13 @@
  *   3. casim_free(s).
  * casim_replay() runs all three over a trace of signed sizes in one call.
  *
+ * A real device instead of a capacity: casim_new_on(dev) asks `dev` for
+ * every segment and gives each back through it, so that the segments are
+ * real device memory (cudaMalloc, in devmem.h) and whether a request
+ * fits is the device's answer, fragmentation and granularity included.
+ * The rules are the same: a refused segment releases the cached whole
+ * segments and is asked for once more.
+ *
  * The module never prints.  Costs are O(log n) a request in the number of
  * cached blocks (a treap per pool keyed on size and address) and O(1)
  * expected for finding a live block by id (a hash table); releasing the
@@ -89,6 +96,24 @@ struct casim_stats {
  */
 struct casim *casim_new(uint64_t capacity);
 
+/**
+ * Where a device-backed allocator's segments come from.  reserve() gets
+ * `size` bytes and a handle for them: 0 on success, 1 when the device is
+ * out of memory, -1 on any other error.  release() gives a segment back.
+ */
+struct casim_device {
+    void *ctx;
+    int (*reserve)(void *ctx, uint64_t size, uint64_t *handle);
+    void (*release)(void *ctx, uint64_t handle);
+};
+
+/**
+ * A new, empty allocator whose segments are reserved from `dev` (kept by
+ * pointer: it must outlive the allocator).  casim_free() gives back every
+ * segment still held.  Returns NULL when memory runs out.
+ */
+struct casim *casim_new_on(const struct casim_device *dev);
+
 /** Free the allocator and everything in it; NULL is fine. */
 void casim_free(struct casim *s);
 
@@ -100,7 +125,8 @@ void casim_free(struct casim *s);
  * out-of-memory error: stats' oom is set and, for the first failure,
  * oom_at; the allocator stays usable, with its entirely free segments
  * already released, as PyTorch leaves it); -2 when `id` is already live
- * or the host runs out of memory, with nothing changed.
+ * or the host runs out of memory, with nothing changed; -3 when a device's
+ * reserve() fails with an error other than out of memory.
  */
 int casim_alloc(struct casim *s, uint64_t id, uint64_t size);
 
@@ -153,5 +179,14 @@ int casim_check(const struct casim *s);
  * just after the failure); -2 when the host runs out of memory.
  */
 int casim_replay(const int64_t *events, size_t n, uint64_t capacity, struct casim_stats *out);
+
+/**
+ * casim_replay() on a fresh allocator whose segments come from `dev`;
+ * every segment is given back before it returns.  Returns as
+ * casim_replay() does, or -3 when the device failed otherwise than by
+ * running out of memory.
+ */
+int casim_replay_on(const struct casim_device *dev, const int64_t *events, size_t n,
+                    struct casim_stats *out);
 
 #endif

@@ -559,11 +559,39 @@ int64_t replay_need(const struct replay_model *m, long b, int64_t capacity, int 
     return m->outside + (int64_t)st.peak_reserved;
 }
 
-long replay_predict(const struct replay_model *m, long min, long max, long step, int64_t capacity,
-                    int64_t *need)
+int64_t replay_need_on(const struct replay_model *m, long b, const struct casim_device *dev,
+                       int *fits)
+{
+    *fits = 0;
+    size_t n;
+    int64_t *ev = m->device == 'g' ? replay_gpu_events(m, b, &n) : NULL;
+    if (!ev)
+        return -1;
+    struct casim_stats st;
+    int rc = casim_replay_on(dev, ev, n, &st);
+    free(ev);
+    if (rc == -1)
+        return 0;
+    if (rc)
+        return -3;
+    *fits = 1;
+    return m->outside + (int64_t)st.peak_reserved;
+}
+
+/* Does b fit: on the device when there is one, else in the simulation. */
+static int64_t need_at(const struct replay_model *m, long b, int64_t capacity,
+                       const struct casim_device *dev, int *fits)
+{
+    return dev ? replay_need_on(m, b, dev, fits) : replay_need(m, b, capacity, fits);
+}
+
+static long predict_by(const struct replay_model *m, long min, long max, long step,
+                       int64_t capacity, const struct casim_device *dev, int64_t *need)
 {
     int fits;
-    *need = replay_need(m, min, capacity, &fits);
+    *need = need_at(m, min, capacity, dev, &fits);
+    if (*need < -1)
+        return min - 2;
     if (!fits)
         return min - 1;
     /* Binary search on the grid: lo fits, hi (if any) does not. */
@@ -571,7 +599,11 @@ long replay_predict(const struct replay_model *m, long min, long max, long step,
     int64_t lo_need = *need;
     while (hi - lo > 1) {
         long mid = lo + (hi - lo) / 2;
-        int64_t nd = replay_need(m, min + mid * step, capacity, &fits);
+        int64_t nd = need_at(m, min + mid * step, capacity, dev, &fits);
+        if (nd < -1) {
+            *need = nd;
+            return min - 2;
+        }
         if (fits) {
             lo = mid;
             lo_need = nd;
@@ -581,4 +613,16 @@ long replay_predict(const struct replay_model *m, long min, long max, long step,
     }
     *need = lo_need;
     return min + lo * step;
+}
+
+long replay_predict(const struct replay_model *m, long min, long max, long step, int64_t capacity,
+                    int64_t *need)
+{
+    return predict_by(m, min, max, step, capacity, NULL, need);
+}
+
+long replay_predict_on(const struct replay_model *m, long min, long max, long step,
+                       const struct casim_device *dev, int64_t *need)
+{
+    return predict_by(m, min, max, step, 0, dev, need);
 }

@@ -108,4 +108,25 @@ int64_t replay_need(const struct replay_model *m, long b, int64_t capacity, int 
 long replay_predict(const struct replay_model *m, long min, long max, long step, int64_t capacity,
                     int64_t *need);
 
+struct casim_device;
+
+/**
+ * replay_need() on a real device: b's step replayed by the caching
+ * allocator with its segments reserved from dev (devmem.h), whose free
+ * memory stands for the capacity less the model's outside bytes.  CUDA
+ * models only.  Returns outside + peak reserved with *fits = 1; 0 with
+ * *fits = 0 when the device ran out; -1 when the model does not extend
+ * to b or is not a CUDA model; -3 on a device error.
+ */
+int64_t replay_need_on(const struct replay_model *m, long b, const struct casim_device *dev,
+                       int *fits);
+
+/**
+ * replay_predict() with replay_need_on(): the largest grid size that fits
+ * on the device.  Returns min - 1 when min does not fit, min - 2 on a
+ * device error or a model that does not extend (then *need is < 0).
+ */
+long replay_predict_on(const struct replay_model *m, long min, long max, long step,
+                       const struct casim_device *dev, int64_t *need);
+
 #endif

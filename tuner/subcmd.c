@@ -19,6 +19,7 @@
 #include "baseline.h"
 #include "cache.h"
 #include "cfile.h"
+#include "devmem.h"
 #include "matrix.h"
 #include "report.h"
 #include "results.h"
@@ -513,19 +514,60 @@ struct pcell {
     size_t n;
 };
 
-/* autobatch predict DIR --capacity SIZE [--batch MIN:MAX[:STEP]]: the
- * largest micro-batch per cell for another capacity, from the traces
- * --keep-traces kept.  Predictions only: nothing is run. */
+#define PREDICT_USAGE "usage: autobatch predict TRACES_DIR --capacity SIZE [--batch MIN:MAX[:STEP]] " \
+                      "[--gpu N]"
+
+/* With --gpu: the cell's CUDA model replayed with real cudaMalloc on the
+ * GPU, held back to stand in for a card of cap bytes.  Prints one line. */
+static void predict_on_gpu(const struct replay_model *m, const struct devmem_ops *ops, int gpu,
+                           uint64_t cap, const char *cap_s, long min, long max, long step)
+{
+    printf("  on GPU %d: ", gpu);
+    if (m->device != 'g') {
+        printf("not replayed: the traces were recorded on the CPU\n");
+        return;
+    }
+    char err[512];
+    struct devmem_hold h;
+    uint64_t room = m->outside > 0 ? (uint64_t)m->outside : 0;
+    room = cap > room ? cap - room : 0;
+    if (devmem_hold(&h, ops, room, err, sizeof err)) {
+        printf("not replayed: %s\n", err);
+        return;
+    }
+    struct casim_device dev;
+    devmem_as_casim(ops, &dev);
+    int64_t need;
+    long p = replay_predict_on(m, min, max, step, &dev, &need);
+    double held = (double)h.bytes / (1 << 30), left = (double)h.free_after / (1 << 30);
+    devmem_unhold(&h);
+    if (p == min - 2)
+        printf("the replay failed: %s\n", ops->error(ops->ctx));
+    else if (p < min)
+        printf("nothing from %ld fits in %s (%.2f GiB held back, %.2f GiB left to the allocator; "
+               "replayed, unconfirmed)\n", min, cap_s, held, left);
+    else
+        printf("largest micro-batch %ld%s in %s (peak reserved + outside %.2f GiB; %.2f GiB held "
+               "back, %.2f GiB left to the allocator; replayed with cudaMalloc, unconfirmed)\n",
+               p, p == max ? " (the top of --batch)" : "", cap_s, (double)need / (1 << 30), held,
+               left);
+}
+
+/* autobatch predict DIR --capacity SIZE [--batch MIN:MAX[:STEP]] [--gpu N]:
+ * the largest micro-batch per cell for another capacity, from the traces
+ * --keep-traces kept; with --gpu also replayed on that GPU, with memory
+ * held back down to the capacity.  Predictions only: no trial is run. */
 static int subcmd_predict(int argc, char **argv)
 {
-    const char *dir = NULL, *cap_s = NULL, *batch_s = NULL;
+    const char *dir = NULL, *cap_s = NULL, *batch_s = NULL, *gpu_s = NULL;
     for (int i = 2; i < argc; i++) {
         const char **slot = !strcmp(argv[i], "--capacity") ? &cap_s
-                          : !strcmp(argv[i], "--batch") ? &batch_s : NULL;
+                          : !strcmp(argv[i], "--batch") ? &batch_s
+                          : !strcmp(argv[i], "--gpu") ? &gpu_s : NULL;
         if (slot && i + 1 < argc) {
             *slot = argv[++i];
         } else if (slot || argv[i][0] == '-' || dir) {
-            cli_error("usage: autobatch predict TRACES_DIR --capacity SIZE [--batch MIN:MAX[:STEP]]");
+            cli_error(PREDICT_USAGE);
             return EXIT_USAGE;
         } else {
             dir = argv[i];
@@ -534,8 +576,7 @@ static int subcmd_predict(int argc, char **argv)
     uint64_t cap = 0;
     long min = 1, max = 1024, step = 1;
     if (!dir || !cap_s) {
-        cli_error("usage: autobatch predict TRACES_DIR --capacity SIZE [--batch MIN:MAX[:STEP]], "
-                  "e.g. autobatch predict traces --capacity 24G");
+        cli_error(PREDICT_USAGE ", e.g. autobatch predict traces --capacity 24G");
         return EXIT_USAGE;
     }
     if (units_size(cap_s, &cap) || cap == 0 || cap > (uint64_t)INT64_MAX) {
@@ -544,6 +585,12 @@ static int subcmd_predict(int argc, char **argv)
     }
     if (batch_s && cli_batch_range(batch_s, &min, &max, &step))
         return EXIT_USAGE;
+    long gpu = -1;
+    char *end;
+    if (gpu_s && (gpu = strtol(gpu_s, &end, 10), *end || end == gpu_s || gpu < 0 || gpu > 1023)) {
+        cli_error("--gpu '%s': a GPU number such as 0", gpu_s);
+        return EXIT_USAGE;
+    }
     DIR *d = opendir(dir);
     if (!d) {
         cli_error("cannot read '%s': %s; give the directory of --keep-traces", dir, strerror(errno));
@@ -589,6 +636,14 @@ static int subcmd_predict(int argc, char **argv)
                   "writes them)", dir);
         return EXIT_USAGE;
     }
+    struct devmem_ops ops = { 0 };
+    if (gpu >= 0) {
+        char err[512];
+        if (devmem_cuda_open((int)gpu, &ops, err, sizeof err)) {
+            cli_error("--gpu %ld: %s", gpu, err);
+            return EXIT_USAGE;
+        }
+    }
     int predicted = 0;
     for (size_t k = 0; k < ncells; k++) {
         struct pcell *c = &cells[k];
@@ -614,11 +669,14 @@ static int subcmd_predict(int argc, char **argv)
                        "%ld..%ld, unconfirmed)\n", p, p == max ? " (the top of --batch)" : "",
                        cap_s, (double)need / (1 << 30), c->b[0], c->b[c->n - 1]);
             predicted++;
+            if (gpu >= 0)
+                predict_on_gpu(&m, &ops, (int)gpu, cap, cap_s, min, max, step);
         }
         replay_model_release(&m);
         for (size_t j = 0; j < 3; j++)
             replay_trace_release(&t[j]);
     }
+    devmem_cuda_close(&ops);
     return predicted ? EXIT_OK : EXIT_USAGE;
 }
 

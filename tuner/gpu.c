@@ -69,7 +69,10 @@ void gpu_tick(void *ctx)
         return;
     g->last = now;
     pid_t pids[1024];
-    long n = proctree_descendants(getpid(), pids, sizeof pids / sizeof *pids);
+    /* Our subtree only: a host with thousands of processes costs nothing. */
+    long n = proctree_subtree(getpid(), pids, sizeof pids / sizeof *pids);
+    if (n == -2)
+        n = proctree_descendants(getpid(), pids, sizeof pids / sizeof *pids);
     if (n < 0)
         n = 0;
     if (n > (long)(sizeof pids / sizeof *pids))

@@ -19,20 +19,15 @@ int proctree_become_subreaper(void)
     return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 }
 
-struct pinfo {
-    pid_t pid, ppid;
-    char state;
-};
-
 /* Read pid and parent of every process; the comm field may hold spaces
  * and parentheses, so the fields after it are found from the last ')'. */
-static long proctree_snapshot(struct pinfo **out)
+static long proctree_snapshot(struct proctree_entry **out)
 {
     DIR *d = opendir("/proc");
     if (!d)
         return -1;
     size_t n = 0, alloc = 256;
-    struct pinfo *v = malloc(alloc * sizeof *v);
+    struct proctree_entry *v = malloc(alloc * sizeof *v);
     if (!v) {
         closedir(d);
         return -1;
@@ -57,7 +52,7 @@ static long proctree_snapshot(struct pinfo **out)
         if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
             continue;
         if (n == alloc) {
-            struct pinfo *nv = realloc(v, 2 * alloc * sizeof *v);
+            struct proctree_entry *nv = realloc(v, 2 * alloc * sizeof *v);
             if (!nv)
                 break;
             v = nv;
@@ -73,46 +68,130 @@ static long proctree_snapshot(struct pinfo **out)
     return (long)n;
 }
 
+static int by_ppid(const void *a, const void *b)
+{
+    const struct proctree_entry *x = a, *y = b;
+    return (x->ppid > y->ppid) - (x->ppid < y->ppid);
+}
+
+/* The first entry of v (sorted by ppid) whose parent is ppid, or n. */
+static long first_child(const struct proctree_entry *v, long n, pid_t ppid)
+{
+    long lo = 0, hi = n;
+    while (lo < hi) {
+        long mid = lo + (hi - lo) / 2;
+        if (v[mid].ppid < ppid)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+long proctree_mark(struct proctree_entry *v, long n, pid_t root, pid_t *out, size_t max)
+{
+    /*
+     * Breadth first from root over the parent links, v sorted by parent
+     * so that a process's children are one binary search away: O(n log n)
+     * however deep the tree.  The queue holds indices into v; each
+     * process enters it at most once (a pid has one parent).
+     */
+    qsort(v, (size_t)n, sizeof *v, by_ppid);
+    long *queue = malloc(((size_t)n ? (size_t)n : 1) * sizeof *queue);
+    if (!queue)
+        return -1;
+    long head = 0, tail = 0, count = 0;
+    pid_t parent = root;
+    for (;;) {
+        for (long i = first_child(v, n, parent); i < n && v[i].ppid == parent; i++)
+            if (v[i].pid != root && tail < n)
+                queue[tail++] = i;
+        if (head == tail)
+            break;
+        const struct proctree_entry *p = &v[queue[head++]];
+        parent = p->pid;
+        if (p->state == 'Z' || p->state == 'X')
+            continue; /* a zombie has no children: they went to us */
+        if ((size_t)count < max)
+            out[count] = p->pid;
+        count++;
+    }
+    free(queue);
+    return count;
+}
+
 long proctree_descendants(pid_t root, pid_t *out, size_t max)
 {
-    struct pinfo *v;
+    struct proctree_entry *v;
     long n = proctree_snapshot(&v);
     if (n < 0)
         return -1;
-    /* Mark descendants by repeated passes: a process is in the tree when
-     * its parent is root or already marked.  Passes stop when nothing new
-     * is found; a tree of depth d takes at most d+1 passes. */
-    char *in = calloc((size_t)n ? (size_t)n : 1, 1);
-    if (!in) {
-        free(v);
-        return -1;
-    }
-    int changed = 1;
-    while (changed) {
-        changed = 0;
-        for (long i = 0; i < n; i++) {
-            if (in[i])
-                continue;
-            int hit = v[i].ppid == root;
-            for (long j = 0; !hit && j < n; j++)
-                hit = in[j] && v[j].pid == v[i].ppid;
-            if (hit) {
-                in[i] = 1;
-                changed = 1;
-            }
-        }
-    }
-    long count = 0;
-    for (long i = 0; i < n; i++) {
-        if (!in[i] || v[i].state == 'Z' || v[i].state == 'X')
-            continue;
-        if ((size_t)count < max)
-            out[count] = v[i].pid;
-        count++;
-    }
-    free(in);
+    long count = proctree_mark(v, n, root, out, max);
     free(v);
     return count;
+}
+
+/* Append the pids in `path` (a children file: "pid pid ...") to out. */
+static int read_children(const char *path, pid_t *out, size_t *n, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    long pid;
+    while (fscanf(f, "%ld", &pid) == 1) {
+        if (*n < cap)
+            out[*n] = (pid_t)pid;
+        ++*n;
+    }
+    fclose(f);
+    return 0;
+}
+
+long proctree_subtree(pid_t root, pid_t *out, size_t max)
+{
+    /*
+     * Every process found is also the next to expand, so out doubles as
+     * the queue; past max the walk goes on in a scratch queue only to
+     * count.  A thread's children file lists the children that thread
+     * forked, so every thread of a process is read.
+     */
+    size_t cap = max < 4096 ? 4096 : max;
+    pid_t *q = malloc(cap * sizeof *q);
+    if (!q)
+        return -1;
+    size_t n = 0, head = 0;
+    pid_t cur = root;
+    int first = 1;
+    for (;;) {
+        char path[96];
+        snprintf(path, sizeof path, "/proc/%ld/task", (long)cur);
+        DIR *d = opendir(path);
+        if (d) {
+            struct dirent *e;
+            while ((e = readdir(d))) {
+                if (e->d_name[0] == '.')
+                    continue;
+                snprintf(path, sizeof path, "/proc/%ld/task/%.20s/children", (long)cur, e->d_name);
+                if (read_children(path, q, &n, cap) && first && errno == ENOENT) {
+                    closedir(d);
+                    free(q);
+                    return -2; /* no children files in this kernel */
+                }
+            }
+            closedir(d);
+        } else if (first) {
+            free(q);
+            return -1;
+        }
+        first = 0;
+        if (head >= n || head >= cap)
+            break;
+        cur = q[head++];
+    }
+    for (size_t i = 0; i < n && i < max; i++)
+        out[i] = q[i];
+    free(q);
+    return (long)n;
 }
 
 long proctree_signal(pid_t root, int sig)

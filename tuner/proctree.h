@@ -8,7 +8,12 @@
  * Since only one trial runs at a time, "every descendant of autobatch" is
  * exactly "every process of the trial".
  *
- * Descendants are found by scanning /proc/<pid>/stat for parent links.
+ * Descendants are found by scanning /proc/<pid>/stat for parent links,
+ * in O(n log n) for n processes on the host (proctree_descendants: what
+ * teardown uses, as it sees every process), or by walking down from the
+ * root through the kernel's /proc/<pid>/task/<tid>/children lists, at a
+ * cost that grows with the subtree only (proctree_subtree: what the
+ * per-tick GPU attribution uses, so that a busy host costs nothing).
  * Signalling a pid found that way races with its exit only for processes
  * that are not our direct children (those we reap ourselves, so their pids
  * cannot be reused before we wait for them); the window is a few
@@ -29,6 +34,31 @@ int proctree_become_subreaper(void);
  * when /proc cannot be read.
  */
 long proctree_descendants(pid_t root, pid_t *out, size_t max);
+
+/**
+ * Descendants of root (not root itself) found by walking down the
+ * kernel's children lists: cost proportional to the subtree, not to the
+ * host's process count.  Zombies are included; a process forked or
+ * reparented during the walk may be missed (proc(5)), so teardown does
+ * not rely on it.  Counts up to 4096 or max, whichever is larger.
+ * Returns the count, -1 when root cannot be read, or -2 when this kernel
+ * has no children lists (CONFIG_PROC_CHILDREN): use proctree_descendants.
+ */
+long proctree_subtree(pid_t root, pid_t *out, size_t max);
+
+/** A process as the /proc scan sees it. */
+struct proctree_entry {
+    pid_t pid, ppid;
+    char state; /**< /proc/<pid>/stat's state letter */
+};
+
+/**
+ * The marking behind proctree_descendants, on a given table (reordered):
+ * out[0..max) gets the descendants of root that are not zombies ('Z',
+ * 'X'), breadth first.  Returns how many (may exceed max), -1 on ENOMEM.
+ * O(n log n).  Exposed for tests.
+ */
+long proctree_mark(struct proctree_entry *v, long n, pid_t root, pid_t *out, size_t max);
 
 /**
  * Send sig to every live descendant of root.  Returns how many were

@@ -129,12 +129,20 @@ rc=$?
 set -e
 assert_eq 2 "$rc" "predict without traces"
 
-# --- with checkpointing (only the checkpointed cell)
+# --- with checkpointing (only the checkpointed cell), under its own cap:
+# a sample adds about 3 MB of address space here, and at 800000K the
+# largest fit, 54, peaked 1.3 MB under the cap (VmPeak 798680K bare, about
+# 480K more with the probe), so that a few hundred kB of difference
+# between a bare run and a trial could flip the answer.  801000K is half a
+# sample from both 54 and 55.
+LIMIT_KB=801000
 fits 1 --gradient_checkpointing || fail "direct: batch 1 with checkpointing does not fit"
 direct_ck=$(bisect 1 129 --gradient_checkpointing)
-"$AUTOBATCH" "${COMMON[@]}" --replay --checkpointing on --batch 1:128 --json "$WORK/c.json" -- \
+"$AUTOBATCH" --steps 3 --warmup 1 --trial-memory-limit ${LIMIT_KB}K --no-cache --kill-grace 2s \
+  --replay --checkpointing on --batch 1:128 --json "$WORK/c.json" -- \
   "$PY" "$TRAIN" --worst_case >"$WORK/c.out" 2>&1 || fail "replay ckpt: exit $? $(tail -3 "$WORK/c.out")"
 check_replay "$WORK/c.json" true "$direct_ck" "ckpt on"
+LIMIT_KB=800000
 
 # --- variable-length batches: two steps differ, the replay declines
 "$AUTOBATCH" "${COMMON[@]}" --replay --batch 1:64 --json "$WORK/v.json" -- "$PY" "$TRAIN" \

@@ -6,7 +6,10 @@
  *
  * Library code: returns statuses, prints nothing, reads no environment
  * variable.  The only global state is libcurl's, set up by
- * webhook_global_init().
+ * webhook_global_init(), and the table of its calls: libcurl is loaded
+ * with dlopen when a webhook is first used, so that a run without one
+ * does not pay for linking it and the libraries it pulls in (TLS, HTTP/2,
+ * IDN, Kerberos...: most of a short run's instructions when it was linked).
  */
 #include "webhook.h"
 #include "errbuf.h"
@@ -14,6 +17,7 @@
 
 #include <ctype.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -28,6 +32,55 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+
+/* The libcurl calls used, from libcurl.so.4 (the soname of libcurl4 and
+ * of the -dev package's libcurl.so).  curl.h's type-checking macros wrap
+ * curl_easy_setopt and friends when they are called, not when named, so
+ * __typeof__ sees the declarations. */
+#define CURL_SONAME "libcurl.so.4"
+static struct {
+    void *dl;
+    __typeof__(curl_global_init) *global_init;
+    __typeof__(curl_global_cleanup) *global_cleanup;
+    __typeof__(curl_easy_init) *easy_init;
+    __typeof__(curl_easy_setopt) *easy_setopt;
+    __typeof__(curl_easy_perform) *easy_perform;
+    __typeof__(curl_easy_getinfo) *easy_getinfo;
+    __typeof__(curl_easy_cleanup) *easy_cleanup;
+    __typeof__(curl_easy_strerror) *easy_strerror;
+    __typeof__(curl_slist_append) *slist_append;
+    __typeof__(curl_slist_free_all) *slist_free_all;
+    __typeof__(curl_getdate) *getdate;
+} cu;
+
+/* Load libcurl once; later calls are free.  Returns 0, or -1 with why. */
+static int curl_load(char *err, size_t errlen)
+{
+    if (cu.dl)
+        return 0;
+    void *dl = dlopen(CURL_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        const char *why = dlerror();
+        errbuf_set(err, errlen, "cannot load %s for the webhook (%s): apt-get install libcurl4",
+                   CURL_SONAME, why ? why : "unknown error");
+        return -1;
+    }
+#define CU_LOAD(field, name) (*(void **)&cu.field = dlsym(dl, name))
+    if (!CU_LOAD(global_init, "curl_global_init") || !CU_LOAD(global_cleanup, "curl_global_cleanup") ||
+        !CU_LOAD(easy_init, "curl_easy_init") || !CU_LOAD(easy_setopt, "curl_easy_setopt") ||
+        !CU_LOAD(easy_perform, "curl_easy_perform") || !CU_LOAD(easy_getinfo, "curl_easy_getinfo") ||
+        !CU_LOAD(easy_cleanup, "curl_easy_cleanup") || !CU_LOAD(easy_strerror, "curl_easy_strerror") ||
+        !CU_LOAD(slist_append, "curl_slist_append") || !CU_LOAD(slist_free_all, "curl_slist_free_all") ||
+        !CU_LOAD(getdate, "curl_getdate")) {
+        errbuf_set(err, errlen, "%s lacks a call the webhook needs; update libcurl4", CURL_SONAME);
+        dlclose(dl);
+        memset(&cu, 0, sizeof cu);
+        return -1;
+    }
+#undef CU_LOAD
+    cu.dl = dl;
+    return 0;
+}
 
 /* ================================================================ */
 /* Helpers                                                           */
@@ -331,9 +384,11 @@ void webhook_signature(const char *secret, const char *body, size_t len,
 
 int webhook_global_init(char *err, size_t errlen)
 {
-    CURLcode c = curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (curl_load(err, errlen))
+        return -1;
+    CURLcode c = cu.global_init(CURL_GLOBAL_DEFAULT);
     if (c != CURLE_OK) {
-        errbuf_set(err, errlen, "cannot initialise libcurl: %s", curl_easy_strerror(c));
+        errbuf_set(err, errlen, "cannot initialise libcurl: %s", cu.easy_strerror(c));
         return -1;
     }
     return 0;
@@ -341,7 +396,9 @@ int webhook_global_init(char *err, size_t errlen)
 
 void webhook_global_cleanup(void)
 {
-    curl_global_cleanup();
+    /* libcurl stays loaded: unloading it would gain nothing at exit. */
+    if (cu.dl)
+        cu.global_cleanup();
 }
 
 /* ================================================================ */
@@ -1131,7 +1188,9 @@ double webhook_retry_after(const char *v, time_t now)
          * IMF-fixdate, RFC 850 or asctime forms, but curl_getdate also
          * reads "21 Oct 2015 ..." and the like; try it. */
     }
-    time_t t = curl_getdate(buf, NULL);
+    if (curl_load(NULL, 0))
+        return -1; /* no libcurl: the date is unknown, the backoff applies */
+    time_t t = cu.getdate(buf, NULL);
     if (t == (time_t)-1)
         return -1;
     return t > now ? (double)(t - now) : 0;
@@ -1299,7 +1358,11 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
         return -1;
     }
 
-    CURL *h = curl_easy_init();
+    if (curl_load(err, errlen)) {
+        r->permanent = 1;
+        return -1;
+    }
+    CURL *h = cu.easy_init();
     if (!h) {
         errbuf_set(err, errlen, "cannot start a webhook request: out of memory");
         return -1;
@@ -1307,7 +1370,7 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
     struct curl_slist *hdrs = NULL, *tmp;
     char line[128];
     int ok = 1;
-#define ADD_HEADER(s) do { tmp = curl_slist_append(hdrs, (s)); if (!tmp) ok = 0; else hdrs = tmp; } while (0)
+#define ADD_HEADER(s) do { tmp = cu.slist_append(hdrs, (s)); if (!tmp) ok = 0; else hdrs = tmp; } while (0)
     ADD_HEADER("Content-Type: application/json");
     /* No "Expect: 100-continue" round trip for bodies over 1 MiB. */
     ADD_HEADER("Expect:");
@@ -1330,36 +1393,36 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
     if (tt_ms < 1)
         tt_ms = 1;
     CURLcode sc = CURLE_OK;
-    sc |= curl_easy_setopt(h, CURLOPT_URL, o->url);
-    sc |= curl_easy_setopt(h, CURLOPT_POST, 1L);
+    sc |= cu.easy_setopt(h, CURLOPT_URL, o->url);
+    sc |= cu.easy_setopt(h, CURLOPT_POST, 1L);
     /* POSTFIELDS NULL would make curl read the body from stdin. */
-    sc |= curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
-    sc |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    sc |= curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    sc |= curl_easy_setopt(h, CURLOPT_USERAGENT, o->user_agent ? o->user_agent : "autobatch");
-    sc |= curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ct_ms);
-    sc |= curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, tt_ms);
-    sc |= curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    sc |= curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+    sc |= cu.easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+    sc |= cu.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    sc |= cu.easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    sc |= cu.easy_setopt(h, CURLOPT_USERAGENT, o->user_agent ? o->user_agent : "autobatch");
+    sc |= cu.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ct_ms);
+    sc |= cu.easy_setopt(h, CURLOPT_TIMEOUT_MS, tt_ms);
+    sc |= cu.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    sc |= cu.easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
 #if LIBCURL_VERSION_NUM >= 0x075500
-    sc |= curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    sc |= cu.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 #else
-    sc |= curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    sc |= cu.easy_setopt(h, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
-    sc |= curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, o->insecure ? 0L : 1L);
-    sc |= curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, o->insecure ? 0L : 2L);
-    sc |= curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
-    sc |= curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-    sc |= curl_easy_setopt(h, CURLOPT_HEADERDATA, &a);
-    sc |= curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    sc |= curl_easy_setopt(h, CURLOPT_WRITEDATA, &a);
-    sc |= curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    sc |= curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    sc |= curl_easy_setopt(h, CURLOPT_XFERINFODATA, &a);
+    sc |= cu.easy_setopt(h, CURLOPT_SSL_VERIFYPEER, o->insecure ? 0L : 1L);
+    sc |= cu.easy_setopt(h, CURLOPT_SSL_VERIFYHOST, o->insecure ? 0L : 2L);
+    sc |= cu.easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
+    sc |= cu.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    sc |= cu.easy_setopt(h, CURLOPT_HEADERDATA, &a);
+    sc |= cu.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    sc |= cu.easy_setopt(h, CURLOPT_WRITEDATA, &a);
+    sc |= cu.easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    sc |= cu.easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    sc |= cu.easy_setopt(h, CURLOPT_XFERINFODATA, &a);
     if (!ok || sc != CURLE_OK) {
         errbuf_set(err, errlen, "cannot set up the webhook request to '%s'", where);
-        curl_slist_free_all(hdrs);
-        curl_easy_cleanup(h);
+        cu.slist_free_all(hdrs);
+        cu.easy_cleanup(h);
         return -1;
     }
 
@@ -1369,11 +1432,11 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
         memset(&a, 0, sizeof a);
         a.cancel = o->cancel;
         cerr[0] = '\0';
-        CURLcode c = curl_easy_perform(h);
+        CURLcode c = cu.easy_perform(h);
         r->attempts++;
         long status = 0;
         if (c == CURLE_OK)
-            curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+            cu.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
         r->last_status = status;
         enum verdict v = judge(c, status);
         const char *s = r->attempts == 1 ? "" : "s";
@@ -1394,7 +1457,7 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
                    r->attempts, s, *ans ? ": " : "", ans);
         } else {
             errbuf_set(err, errlen, "webhook '%s' failed after %d attempt%s: %s", where, r->attempts, s,
-                   *cerr ? cerr : curl_easy_strerror(c));
+                   *cerr ? cerr : cu.easy_strerror(c));
         }
         if (v == V_FINAL) {
             r->permanent = 1;
@@ -1414,8 +1477,8 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
             break;
         }
     }
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
+    cu.slist_free_all(hdrs);
+    cu.easy_cleanup(h);
     if (rc < 0)
         scrub(o, where, err, errlen);
     return rc;

@@ -7,11 +7,17 @@
 #   bash bench/replay.sh --save    also write the table, the commands, the
 #                                  machine and the replay log lines to
 #                                  bench/results/replay-cpu.txt
+#   bash bench/replay.sh --jobs f5,coqui
+#                                  only these jobs (names as in BENCH_JOBS);
+#                                  a saved file should come from a full run
 #
 # Environment: AUTOBATCH (default build-test/autobatch, else build/autobatch),
-# BENCH_JOBS (default "tts tts-ckpt orpheus parler"), BENCH_REAL_TARGET
-# (default 6: the real trainers' cap is calibrated so that the boundary is
-# this micro-batch, and they search --batch 1:2*TARGET).
+# BENCH_JOBS (default "tts tts-ckpt orpheus parler f5 coqui"; --jobs wins),
+# BENCH_KEEP_WORK (set: keep the temporary directory, with every run's
+# output and results file), BENCH_REAL_TARGET (default 6: the real
+# trainers' cap is calibrated so that the boundary is this micro-batch, and
+# they search --batch 1:2*TARGET; F5, whose batch is in mel frames, 200 a
+# clip, searches 200:2*TARGET*200:200).
 #
 # Both runs of a job get the same environment, in particular the same
 # malloc settings that --replay would otherwise set in its trials on CPU,
@@ -20,10 +26,21 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 save=0
-for a in "$@"; do
-  case "$a" in
+jobs=${BENCH_JOBS:-tts tts-ckpt orpheus parler f5 coqui}
+usage() { echo "usage: bash bench/replay.sh [--save] [--jobs JOB,JOB...]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
     --save) save=1 ;;
-    *) echo "usage: bash bench/replay.sh [--save]" >&2; exit 2 ;;
+    --jobs) [ $# -ge 2 ] || usage; jobs=${2//,/ }; shift ;;
+    --jobs=*) jobs=${1#--jobs=}; jobs=${jobs//,/ } ;;
+    *) usage ;;
+  esac
+  shift
+done
+for j in $jobs; do
+  case "$j" in
+    tts|tts-ckpt|orpheus|parler|f5|coqui) ;;
+    *) echo "bench/replay.sh: unknown job $j (tts tts-ckpt orpheus parler f5 coqui)" >&2; exit 2 ;;
   esac
 done
 
@@ -37,11 +54,14 @@ fi
 ab_src=$ab
 command -v jq >/dev/null || { echo "bench/replay.sh: needs jq" >&2; exit 1; }
 
-jobs=${BENCH_JOBS:-tts tts-ckpt orpheus parler}
 target=${BENCH_REAL_TARGET:-6}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ab-replay-bench-XXXXXX")
-trap 'rm -rf "$work"' EXIT
+if [ -n "${BENCH_KEEP_WORK:-}" ]; then
+  echo "bench/replay.sh: keeping $work (BENCH_KEEP_WORK)" >&2
+else
+  trap 'rm -rf "$work"' EXIT
+fi
 mkdir -p "$work/tmp" "$work/cache"
 export TMPDIR="$work/tmp" XDG_CACHE_HOME="$work/cache"
 # One binary for the whole bench, even if it is rebuilt meanwhile.
@@ -95,12 +115,14 @@ skip_job() { # label why
 
 sys_py=/usr/bin/python3
 tts_torch=$("$sys_py" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo none)
-real_py=""; real_torch=none; real_tf=none
-case " $jobs " in *" orpheus "*|*" parler "*)
+real_py=""; real_torch=none; real_tf=none; f5_ver=none; coqui_ver=none
+case " $jobs " in *" orpheus "*|*" parler "*|*" f5 "*|*" coqui "*)
   real_py=$(bash "$root/tests/real/pyenv.sh" real 2>/dev/null || true)
   if [ -n "$real_py" ] && "$real_py" -c "import torch, transformers, accelerate, yaml" 2>/dev/null; then
     real_torch=$("$real_py" -c 'import torch; print(torch.__version__)')
     real_tf=$("$real_py" -c 'import transformers; print(transformers.__version__)')
+    f5_ver=$("$real_py" -c 'import importlib.metadata as m, f5_tts; print(m.version("f5-tts"))' 2>/dev/null || echo none)
+    coqui_ver=$("$real_py" -c 'import importlib.metadata as m, TTS; print(m.version("coqui-tts"))' 2>/dev/null || echo none)
   else
     real_py=""
   fi ;;
@@ -123,17 +145,26 @@ real_env() {
   export MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 \
          HF_HOME="$work/hf" TOKENIZERS_PARALLELISM=false WANDB_DISABLED=true WANDB_MODE=disabled
 }
-calibrate() { # label run_direct-function -> sets cap_kb (empty on failure)
+# The direct run at batch B leaves its peak in $work/LABEL-direct/B/: the
+# trainer's own trace.jsonl (orpheus, parler), else a file vmpeak in kB
+# (tests/real/direct_steps.py's VmPeak after 4 optimizer steps: f5, coqui).
+direct_peak() { # label batch
+  local d="$work/$1-direct/$2"
+  if [ -f "$d/trace.jsonl" ]; then jq -s '[.[].vm_peak_kb] | max' "$d/trace.jsonl"; else cat "$d/vmpeak"; fi
+}
+calibrate() { # label run_direct-function [B1 B2 MIN_SLOPE_KB UNIT BATCH_FLAG] -> sets cap_kb (empty on failure)
+  local b1=${3:-1} b2=${4:-2} min=${5:-20000} unit=${6:-sample} bflag=${7:-1:$((2 * target))}
   local p1 p2 slope
   cap_kb=""
-  "$2" 1 || { note "$1: direct run at batch 1 failed"; return; }
-  "$2" 2 || { note "$1: direct run at batch 2 failed"; return; }
-  p1=$(jq -s '[.[].vm_peak_kb] | max' "$work/$1-direct/1/trace.jsonl")
-  p2=$(jq -s '[.[].vm_peak_kb] | max' "$work/$1-direct/2/trace.jsonl")
-  slope=$((p2 - p1))
-  [ "$slope" -gt 20000 ] || { note "$1: memory does not grow with the batch (${p1}K, ${p2}K)"; return; }
-  cap_kb=$((p1 + slope * (target - 1) + slope / 2))
-  note "$1: calibration: VmPeak ${p1}K at batch 1, +${slope}K per sample; cap ${cap_kb}K, --batch 1:$((2 * target))"
+  "$2" "$b1" || { note "$1: direct run at batch $b1 failed"; return; }
+  "$2" "$b2" || { note "$1: direct run at batch $b2 failed"; return; }
+  p1=$(direct_peak "$1" "$b1")
+  p2=$(direct_peak "$1" "$b2")
+  [ -n "$p1" ] && [ -n "$p2" ] || { note "$1: a direct run printed no VmPeak"; return; }
+  slope=$(((p2 - p1) / (b2 - b1)))
+  [ "$slope" -gt "$min" ] || { note "$1: memory does not grow with the batch (${p1}K at $b1, ${p2}K at $b2)"; return; }
+  cap_kb=$((p1 + slope * (target - b1) + slope / 2))
+  note "$1: calibration: VmPeak ${p1}K at batch $b1, +${slope}K per $unit; cap ${cap_kb}K, --batch $bflag"
 }
 
 orpheus_direct() { # batch
@@ -184,6 +215,79 @@ parler_job() {
   )
 }
 
+# --- 5 and 6: the real seed trainers, PyPI f5-tts (its own Hydra train.py,
+# a tiny DiT) and coqui-tts (TTS.bin.train_tts, a small GlowTTS), set up as
+# tests/e2e/test_real_{f5,coqui}.sh set them up: tiny synthetic data of
+# equal-length clips (tests/real/{f5,coqui}/make_data.py), the tests'
+# configs, and a cap from two uncapped direct runs under
+# tests/real/direct_steps.py (VmPeak after 4 optimizer steps; the tests'
+# batch sizes) that puts the boundary at $target clips, half a clip below
+# the cap.  F5's batch is in mel frames (batch_size_type: frame): every
+# clip is 200 frames, so k*200 frames is a batch of k clips.
+f5_direct() { # clips
+  local d="$work/f5-direct/$1"
+  rm -rf "$d"; mkdir -p "$d"
+  # F5 joins ckpts.save_dir onto the checkout: climb out of it, as the test does
+  (cd "$work/f5/F5-TTS" && AB_DIRECT_STEPS=4 exec "$real_py" "$root/tests/real/direct_steps.py" \
+     src/f5_tts/train/train.py --config-name F5TTS_tiny datasets.batch_size_per_gpu="$(($1 * 200))" \
+     ckpts.save_dir="$(printf '../%.0s' {1..64})${d#/}/out" hydra.run.dir="$d/out/hydra" \
+     >"$d/log" 2>&1) || return 1
+  sed -n 's/^direct_steps: VmPeak:[[:space:]]*\([0-9]*\) kB$/\1/p' "$d/log" > "$d/vmpeak"
+}
+f5_job() {
+  local label="f5-tts"
+  if [ -z "$real_py" ] || [ "$f5_ver" = none ]; then
+    skip_job "$label" "no torch 2.x environment with f5_tts (tests/real/pyenv.sh real)"; return
+  fi
+  (
+    real_env
+    local top="$work/f5/F5-TTS" pkg
+    pkg=$("$real_py" -c 'import f5_tts; print(list(f5_tts.__path__)[0])')
+    mkdir -p "$top/src"
+    cp -r "$pkg" "$top/src/f5_tts"
+    find "$top/src" -name __pycache__ -prune -exec rm -rf {} +
+    export PYTHONPATH="$top/src"
+    "$real_py" "$root/tests/real/f5/make_data.py" "$top" tiny --clips 64 --frames 200 >/dev/null 2>&1 \
+      || { skip_job "$label" "tests/real/f5/make_data.py failed"; exit 0; }
+    cp "$root/tests/real/f5/F5TTS_tiny.yaml" "$top/src/f5_tts/configs/F5TTS_tiny.yaml"
+    note "f5: the batch is in mel frames, 200 a clip: the direct runs' batch 4 and 12 are 800 and 2400 frames"
+    calibrate f5 f5_direct 4 12 4000 clip "200:$((2 * target * 200)):200"
+    if [ -z "$cap_kb" ]; then skip_job "$label" "calibration failed"; exit 0; fi
+    run_pair "$label" "$top" --preset f5-tts --config src/f5_tts/configs/F5TTS_tiny.yaml \
+      --trial-memory-limit "${cap_kb}K" --batch "200:$((2 * target * 200)):200" --kill-grace 2s -- \
+      "$real_py" src/f5_tts/train/train.py --config-name F5TTS_tiny
+  )
+}
+
+coqui_direct() { # batch
+  local d="$work/coqui-direct/$1"
+  rm -rf "$d"; mkdir -p "$d"
+  sed -e "s|$work/coqui/project/runs|$d/runs|" "$work/coqui/project/config.json" > "$d/config.json"
+  (cd "$d" && AB_DIRECT_STEPS=4 exec "$real_py" "$root/tests/real/direct_steps.py" -m TTS.bin.train_tts \
+     --config_path "$d/config.json" --coqpit.batch_size "$1" >"$d/log" 2>&1) || return 1
+  sed -n 's/^direct_steps: VmPeak:[[:space:]]*\([0-9]*\) kB$/\1/p' "$d/log" > "$d/vmpeak"
+}
+coqui_job() {
+  local label="coqui-tts"
+  if [ -z "$real_py" ] || [ "$coqui_ver" = none ]; then
+    skip_job "$label" "no torch 2.x environment with TTS (tests/real/pyenv.sh real)"; return
+  fi
+  (
+    real_env
+    export MPLBACKEND=Agg
+    mkdir -p "$work/coqui/project"
+    python3 "$root/tests/real/coqui/make_data.py" "$work/coqui/data" --clips 64 --seconds 10 >/dev/null \
+      || { skip_job "$label" "tests/real/coqui/make_data.py failed"; exit 0; }
+    sed -e "s|@OUT@|$work/coqui/project/runs|" -e "s|@DATA@|$work/coqui/data|" \
+      "$root/tests/real/coqui/config.template.json" > "$work/coqui/project/config.json"
+    calibrate coqui coqui_direct 4 6 8000
+    if [ -z "$cap_kb" ]; then skip_job "$label" "calibration failed"; exit 0; fi
+    run_pair "$label" "$work/coqui/project" --preset coqui --trial-memory-limit "${cap_kb}K" \
+      --batch "1:$((2 * target))" --kill-grace 2s -- \
+      "$real_py" -m TTS.bin.train_tts --config_path config.json
+  )
+}
+
 t_all=$SECONDS
 for j in $jobs; do
   case "$j" in
@@ -191,6 +295,8 @@ for j in $jobs; do
     tts-ckpt) tts_job "train_tts ckpt" --batch 1:128 --checkpointing on ;;
     orpheus) orpheus_job || note "orpheus-like: the job's setup failed (exit $?)" ;;
     parler) parler_job || note "parler-like: the job's setup failed (exit $?)" ;;
+    f5) f5_job || note "f5-tts: the job's setup failed (exit $?)" ;;
+    coqui) coqui_job || note "coqui-tts: the job's setup failed (exit $?)" ;;
     *) echo "bench/replay.sh: unknown job $j" >&2; exit 2 ;;
   esac
 done
@@ -304,6 +410,12 @@ out(head)
 out(["-" * n for n in w])
 for r in rows:
     out(r)
+differ = [r for r in rows if "-" not in (r[2], r[3]) and r[2] != r[3]]
+if differ:
+    print()
+for r in differ:
+    print("%s, cell %s: the two runs found different boundaries: plain %s, replay %s"
+          % (r[0], r[1], r[2], r[3]))
 EOF
 }
 
@@ -349,9 +461,11 @@ if [ "$save" = 1 ]; then
     echo "autobatch --replay vs plain search, CPU, under --trial-memory-limit (bash bench/replay.sh --save)"
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
     echo "machine: $ncpu CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -sr)"
-    echo "torch: $tts_torch ($sys_py, jobs train_tts*); $real_torch, transformers $real_tf (${real_py:-none}, jobs orpheus-like, parler-like)"
+    echo "torch: $tts_torch ($sys_py, jobs train_tts*); $real_torch, transformers $real_tf, f5-tts $f5_ver, coqui-tts $coqui_ver"
+    echo "  (${real_py:-none}, jobs orpheus-like, parler-like, f5-tts, coqui-tts)"
     echo "environment of every run: MALLOC_MMAP_THRESHOLD_=65536 MALLOC_ARENA_MAX=1 OMP_NUM_THREADS=1 PYTHONHASHSEED=0"
-    echo "  (orpheus-like, parler-like also MKL_NUM_THREADS=1 and HF offline, as tests/e2e/test_real_*.sh)"
+    echo "  (orpheus-like, parler-like, f5-tts, coqui-tts also MKL_NUM_THREADS=1 and HF offline, as tests/e2e/test_real_*.sh;"
+    echo "  f5-tts also PYTHONPATH=\$WORK/f5/F5-TTS/src, coqui-tts MPLBACKEND=Agg; f5-tts's batch is in mel frames, 200 a clip)"
     echo "bench wall time: ${total_s}s"
     echo
     cat "$work/table.txt"

@@ -218,7 +218,8 @@ void guide_record(struct guide *g, struct space *sp, size_t ci, long micro, int 
     if (recording) {
         char why[512], path[4400];
         if (!fit) {
-            snprintf(why, sizeof why, "the recording trial at micro-batch %ld did not fit", micro);
+            snprintf(why, sizeof why, "the recording trial at micro-batch %ld did not fit (recording "
+                     "needs memory of its own: the size is tried again without it)", micro);
         } else if (guide_load_trace(trace_dir, &gc->trace[gc->nrec], path, sizeof path, why,
                                     sizeof why) == 0) {
             if (g->keep_dir && guide_keep(g->keep_dir, path, c, micro, why, sizeof why))

@@ -1226,7 +1226,12 @@ int main(int argc, char **argv)
             obs.need_bytes = (double)(on->total - on->free + on->tried);
             obs.capacity_bytes = (double)on->total;
         }
-        space_record(&space, ci, &obs);
+        /* Recording costs memory of its own (the profiler's events, the
+         * trace): a recording trial that did not fit says nothing about
+         * the size without it, which the search then tries as usual.  A
+         * fit is evidence either way. */
+        if (!(recording && !obs.fit))
+            space_record(&space, ci, &obs);
         if (plan.replay) {
             char note[1024];
             guide_record(&guide, &space, ci, value, recording, obs.fit,

@@ -27,8 +27,13 @@ struct oom_table {
     /** compiled signatures, in table order */
     struct oom_signature *sigs;
     size_t nr;
+    /** the rows' required literals, for skipping lines that cannot match
+     *  (owned; NULL: every line is tried against every row) */
+    struct oom_prefilter *pf;
+    /** set by oom_table_prefilter(t, 0) */
+    int pf_off;
 };
-#define OOM_TABLE_INIT { NULL, 0 }
+#define OOM_TABLE_INIT { NULL, 0, NULL, 0 }
 
 /** What a matching line was recognised as. Strings belong to the table. */
 struct oom_match {
@@ -57,9 +62,36 @@ int oom_table_load_default(struct oom_table *t, char *err, size_t errlen);
  * else 0.  The line need not be NUL-terminated and has no line ending.
  * The first row that matches wins.  Only the first 64 KiB of a longer line
  * are examined; NUL bytes in the line are read as spaces.
+ *
+ * Every output line of a trial comes here, so a line that cannot match
+ * costs about one pass over its bytes: oom_table_load derives from each
+ * row a literal that every matching line contains (oom_required_literal),
+ * and only rows whose literal is in the line run their regex.  A row
+ * without one is tried on every line.  The answer is the same as trying
+ * every row.
  */
 int oom_table_match(const struct oom_table *t, const char *line, size_t len,
                     struct oom_match *m);
+
+/**
+ * For tests and the log-throughput bench: on = 0 makes oom_table_match try
+ * every row's regex on every line, as before the prefilter; on = 1 (the
+ * state after loading) uses it again.
+ */
+void oom_table_prefilter(struct oom_table *t, int on);
+
+/**
+ * The longest run of bytes that every line matching the POSIX extended
+ * regular expression re must contain (the first of equal ones), written
+ * to out NUL-terminated and cut to outlen - 1 bytes (a cut run is still
+ * required).  Returns the length written; 0 when nothing can be proven:
+ * an alternation outside parentheses, a pattern of classes and wildcards.
+ * Conservative by design: a group, a bracket expression, an anchor, '.',
+ * an escape other than of an ERE special character (glibc's \w, \<, \1),
+ * a byte >= 0x80 and any atom under '*', '?' or an interval end a run;
+ * an atom under '+' is the last byte of its run.
+ */
+size_t oom_required_literal(const char *re, char *out, size_t outlen);
 
 void oom_table_release(struct oom_table *t);
 

@@ -38,6 +38,18 @@
 #define TRIAL_PIPE_BOUND_S 5.0
 #define TRIAL_TICK_MS 50
 #define TRIAL_SERIES_MAX 100000
+/* Once an OOM line decided a trial nothing its processes do can change
+ * the outcome, and ranks waiting in a collective for the one that failed
+ * often ignore SIGTERM: after this long (or --kill-grace if shorter),
+ * enough for the rank that printed the message to finish its traceback,
+ * whatever is left gets SIGKILL. */
+#define TRIAL_OOM_GRACE_S 0.5
+/* A tailed file that does not exist yet is looked for again after this
+ * long, each wait then twice the one before, up to TRIAL_TAIL_RETRY_MAX_S:
+ * a busy trial goes round the loop once per read of its output, and an
+ * open() per round would cost more than the reading. */
+#define TRIAL_TAIL_RETRY_MIN_S 0.05
+#define TRIAL_TAIL_RETRY_MAX_S 0.4
 
 const char *trial_outcome_name(enum trial_outcome o)
 {
@@ -228,6 +240,8 @@ struct tail {
     int fd;
     off_t off;
     struct lbuf lb;
+    double retry_at;   /* while it is missing: when to look again */
+    double retry_wait; /* the wait before that look */
 };
 
 struct trial_state {
@@ -242,6 +256,7 @@ struct trial_state {
     int reaped, status;   /* the command has exited, with this status */
     double t0, exit_at, last_activity;
     int decided;          /* r->outcome is final */
+    int oom_line;         /* an OOM line decided it: a short grace */
     int stopping, killed, signalled;
     double stop_at, kill_at;
     /* Step evidence by kind: the probe wins over the report over the log. */
@@ -256,20 +271,63 @@ struct trial_state {
     size_t nnb, nb_alloc;
     long target;          /* steps that end the trial as a fit; may grow once */
     int extended;
+    int tail_head;        /* r->tail is a ring while the trial runs: its oldest line */
 };
 
-static void trial_tail_add(struct trial_result *r, const char *line, size_t len)
+/* ----------------------------------------------------------- last lines */
+
+/* The last TRIAL_TAIL_LINES lines.  While the trial runs r->tail is a
+ * ring starting at st->tail_head, so a line costs one copy of itself;
+ * trial_tail_order() puts it oldest first when the trial ends. */
+static void trial_tail_add(struct trial_state *st, const char *line, size_t len)
 {
+    struct trial_result *r = st->r;
+    int slot;
     if (len >= TRIAL_LINE_MAX)
         len = TRIAL_LINE_MAX - 1;
     if (r->tail_count == TRIAL_TAIL_LINES) {
-        memmove(r->tail[0], r->tail[1], (TRIAL_TAIL_LINES - 1) * sizeof r->tail[0]);
-        r->tail_count--;
+        slot = st->tail_head; /* the oldest line makes room */
+        st->tail_head = (st->tail_head + 1) % TRIAL_TAIL_LINES;
+    } else {
+        slot = r->tail_count++;
     }
-    memcpy(r->tail[r->tail_count], line, len);
-    r->tail[r->tail_count][len] = '\0';
-    r->tail_count++;
+    memcpy(r->tail[slot], line, len);
+    r->tail[slot][len] = '\0';
 }
+
+/* The latest line, or NULL. */
+static const char *trial_tail_last(const struct trial_state *st)
+{
+    const struct trial_result *r = st->r;
+    if (!r->tail_count)
+        return NULL;
+    return r->tail[(st->tail_head + r->tail_count - 1) % TRIAL_TAIL_LINES];
+}
+
+static void trial_tail_reverse(struct trial_result *r, int from, int to)
+{
+    char tmp[TRIAL_LINE_MAX];
+    for (to--; from < to; from++, to--) {
+        memcpy(tmp, r->tail[from], sizeof tmp);
+        memcpy(r->tail[from], r->tail[to], sizeof tmp);
+        memcpy(r->tail[to], tmp, sizeof tmp);
+    }
+}
+
+/* Rotate the ring so that its oldest line is r->tail[0]: three reversals,
+ * once per trial. */
+static void trial_tail_order(struct trial_state *st)
+{
+    int h = st->tail_head;
+    if (h == 0)
+        return;
+    trial_tail_reverse(st->r, 0, h);
+    trial_tail_reverse(st->r, h, TRIAL_TAIL_LINES);
+    trial_tail_reverse(st->r, 0, TRIAL_TAIL_LINES);
+    st->tail_head = 0;
+}
+
+/* ------------------------------------------------------------ decisions */
 
 /*
  * The series that counts.  The probe sees real optimizer steps, so once a
@@ -313,6 +371,13 @@ static void trial_signal_tree(struct trial_state *st, int sig)
         kill(-st->pid, sig);
     proctree_signal(getpid(), sig);
     st->signalled = 1;
+}
+
+/* SIGTERM to SIGKILL for this trial (TRIAL_OOM_GRACE_S). */
+static double trial_grace(const struct trial_state *st)
+{
+    double g = st->o->grace_s;
+    return st->oom_line && TRIAL_OOM_GRACE_S < g ? TRIAL_OOM_GRACE_S : g;
 }
 
 static void trial_stop(struct trial_state *st, enum trial_outcome why, double now)
@@ -362,7 +427,7 @@ static void trial_on_line(void *ctx, const char *line, size_t len, int truncated
     struct trial_state *st = ctx;
     struct trial_result *r = st->r;
     (void)truncated;
-    trial_tail_add(r, line, len);
+    trial_tail_add(st, line, len);
 
     struct oom_match m;
     if (!st->decided && oom_table_match(st->o->oom, line, len, &m)) {
@@ -371,6 +436,7 @@ static void trial_on_line(void *ctx, const char *line, size_t len, int truncated
         r->evidence[n] = '\0';
         r->oom_name = m.name;
         oom_parse_numbers(line, len, &r->oom_numbers);
+        st->oom_line = 1;
         trial_stop(st, TRIAL_OOM, trial_now());
         return;
     }
@@ -503,15 +569,37 @@ static int trial_open_tail(struct trial_state *st, struct tail *tl)
     return 0;
 }
 
+/* Open a tailed file that was missing, unless it was looked for too
+ * recently (TRIAL_TAIL_RETRY_MIN_S).  -1: not open. */
+static int trial_retry_tail(struct trial_state *st, struct tail *tl, double now)
+{
+    if (now < tl->retry_at)
+        return -1;
+    if (trial_open_tail(st, tl) == 0)
+        return 0;
+    tl->retry_wait = tl->retry_wait > 0 ? 2 * tl->retry_wait : TRIAL_TAIL_RETRY_MIN_S;
+    if (tl->retry_wait > TRIAL_TAIL_RETRY_MAX_S)
+        tl->retry_wait = TRIAL_TAIL_RETRY_MAX_S;
+    tl->retry_at = now + tl->retry_wait;
+    return -1;
+}
+
+/* The next look for a missing file is now, whatever the backoff said. */
+static void trial_rearm_tails(struct trial_state *st)
+{
+    st->report.retry_at = st->probe.retry_at = 0;
+    st->report.retry_wait = st->probe.retry_wait = 0;
+}
+
 /* Read what was appended to a tailed file since last time.  The file is
  * one autobatch made (a regular file in its own directory); a read is
  * bounded so one tick never stalls on a huge append. */
 static void trial_poll_tail(struct trial_state *st, struct tail *tl,
-                            void (*on_line)(void *, const char *, size_t, int))
+                            void (*on_line)(void *, const char *, size_t, int), double now)
 {
     if (!tl->path)
         return;
-    if (tl->fd < 0 && trial_open_tail(st, tl))
+    if (tl->fd < 0 && trial_retry_tail(st, tl, now))
         return;
     char buf[16384];
     for (int rounds = 0; rounds < 64; rounds++) {
@@ -522,6 +610,12 @@ static void trial_poll_tail(struct trial_state *st, struct tail *tl,
         st->last_activity = trial_now();
         lbuf_feed(&tl->lb, buf, (size_t)n, on_line, st);
     }
+}
+
+static void trial_poll_tails(struct trial_state *st, double now)
+{
+    trial_poll_tail(st, &st->report, trial_on_report, now);
+    trial_poll_tail(st, &st->probe, trial_on_probe, now);
 }
 
 static void trial_read(struct trial_state *st, int i)
@@ -561,8 +655,9 @@ static enum trial_outcome trial_classify_exit(struct trial_state *st)
                  "killed by SIGKILL that autobatch did not send (kernel OOM killer)");
         return TRIAL_OOM;
     }
-    if (r->tail_count)
-        snprintf(r->evidence, sizeof r->evidence, "%s", r->tail[r->tail_count - 1]);
+    const char *last = trial_tail_last(st);
+    if (last)
+        snprintf(r->evidence, sizeof r->evidence, "%s", last);
     return TRIAL_CRASH;
 }
 
@@ -791,7 +886,7 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
 
     for (;;) {
         double now = trial_now();
-        int watched = 0, status = 0;
+        int watched = 0, status = 0, was_reaped = st.reaped;
         long left = proctree_reap(pid, &status, &watched);
         if (st.ns && !st.reaped && st.status_fd >= 0) {
             int ws;
@@ -808,8 +903,11 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
             st.status = status;
             st.exit_at = now;
         }
-        trial_poll_tail(&st, &st.report, trial_on_report);
-        trial_poll_tail(&st, &st.probe, trial_on_probe);
+        /* The exit is judged soon: a file written just before it may hold
+         * the trial's only steps. */
+        if (st.reaped && !was_reaped)
+            trial_rearm_tails(&st);
+        trial_poll_tails(&st, now);
         int eof = st.fd[0] < 0 && st.fd[1] < 0;
 
         if (!st.decided) {
@@ -827,7 +925,7 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
          * the pipes: that is ours to end too. */
         if (st.decided && !st.stopping && (left > 0 || !eof))
             trial_stop(&st, r->outcome, now);
-        if (st.stopping && !st.killed && now - st.stop_at >= o->grace_s) {
+        if (st.stopping && !st.killed && now - st.stop_at >= trial_grace(&st)) {
             trial_signal_tree(&st, SIGKILL);
             st.killed = 1;
             st.kill_at = now;
@@ -871,9 +969,11 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
         r->exit_code = WEXITSTATUS(st.status);
     else if (WIFSIGNALED(st.status))
         r->signal = WTERMSIG(st.status);
-    /* What was appended after the last tick still counts. */
-    trial_poll_tail(&st, &st.report, trial_on_report);
-    trial_poll_tail(&st, &st.probe, trial_on_probe);
+    /* What was appended after the last tick still counts, in a file made
+     * since the last look too. */
+    trial_rearm_tails(&st);
+    trial_poll_tails(&st, end);
+    trial_tail_order(&st);
     r->steps_seen = trial_best_step(&st);
     r->steps_from = trial_steps_from(&st);
     series_timing(trial_timing_series(&st), o->warmup_steps, r);

@@ -16,14 +16,18 @@
  *   3. The parent drains both pipes with poll() into capped line buffers
  *      (lbuf), passes raw output to hooks->output as it arrives, and feeds
  *      each line to the watchers: the OOM table and the step parser.  It
- *      also tails the AUTOBATCH_REPORT file when one is named.
+ *      also tails the AUTOBATCH_REPORT file when one is named (one that
+ *      does not exist yet is looked for every 50 ms, backing off to every
+ *      0.4 s, and again when the command exits).
  *   4. The trial is stopped at the first OOM line (from any rank), when
  *      enough steps were seen (a noisy trial, whose step times' median
  *      absolute deviation exceeds noise_rel of their median, runs on
  *      for up to extra_steps more), at the trial timeout, at the hang timeout
  *      (no output and no report line for that long), on *opts->interrupt,
  *      or when the command exits.  Stopping sends SIGTERM to the process
- *      group and to every descendant, then SIGKILL after opts->grace_s.
+ *      group and to every descendant, then SIGKILL after opts->grace_s,
+ *      or after at most 0.5 s when an OOM line decided the trial (ranks
+ *      that wait for the failed one often ignore SIGTERM).
  *   5. trial_run() returns only when the output reached EOF and every
  *      process of the tree has been reaped (or, if some process outside
  *      our reach keeps a pipe open, after a final 5 s bound; that is
@@ -104,7 +108,7 @@ struct trial_opts {
     double noise_rel;    /**< noisy: step-time MAD above this share of the median */
     double trial_timeout_s; /**< 0 = none */
     double hang_timeout_s;  /**< 0 = none */
-    double grace_s;      /**< SIGTERM to SIGKILL */
+    double grace_s;      /**< SIGTERM to SIGKILL (at most 0.5 s after an OOM line) */
     uint64_t mem_limit;  /**< RLIMIT_AS for the command; 0 = none */
     const char *report_path; /**< AUTOBATCH_REPORT file to tail, or NULL */
     const char *probe_path;  /**< AUTOBATCH_PROBE file to tail, or NULL */
@@ -152,7 +156,8 @@ struct trial_result {
     char evidence[TRIAL_LINE_MAX]; /**< the OOM line, or the crash's last line */
     const char *oom_name; /**< signature name for TRIAL_OOM by message */
     struct oom_numbers oom_numbers; /**< numbers parsed from the OOM line */
-    /** the command's last lines, oldest first (for a crash report) */
+    /** the command's last lines, oldest first (for a crash report); in
+     *  order once trial_run returned */
     char tail[TRIAL_TAIL_LINES][TRIAL_LINE_MAX];
     int tail_count;
 };

@@ -2,7 +2,9 @@
  * Unit tests for probes/oom.c: the default signature table against real
  * OOM messages of every framework and generation (FACTS.md), against lines
  * that only talk about memory, and the byte counts read from PyTorch's
- * allocator message.
+ * allocator message.  The prefilter in front of the regexes: the literal
+ * it derives from each regex, and the same answer as without it on a
+ * corpus of real, mutated and random lines.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -418,6 +421,340 @@ static void test_parse_numbers(void **state)
     assert_int_equal(oom_parse_numbers(l, strlen(l), NULL), 1);
 }
 
+/* ------------------------------------------------------------------ */
+/* The prefilter                                                       */
+/* ------------------------------------------------------------------ */
+
+struct literal_case {
+    const char *re;
+    const char *want;    /* the literal every match must contain, "" for none */
+    const char *example; /* a line glibc matches, or NULL */
+};
+
+static const struct literal_case literal_cases[] = {
+    /* escapes of the special characters are plain bytes */
+    { "CUDA out of memory\\. Tried to allocate [^(]*\\(GPU [0-9]+; ",
+      "CUDA out of memory. Tried to allocate ",
+      "CUDA out of memory. Tried to allocate 2 GiB (GPU 0; " },
+    { "\\.\\*\\$\\|\\(", ".*$|(", "x.*$|(y" },
+    /* other escapes are not: glibc's word class and word start */
+    { "a\\wbcd", "bcd", "axbcd" },
+    { "-\\<word", "word", "-word" },
+    /* quantifiers after a run: the atom under them leaves it */
+    { "ab*cdef", "cdef", "acdef" },
+    { "abcd?ef", "abc", "abcef" },
+    { "abcd{0,2}ef", "abc", "abcef" },
+    { "abcd{2}ef", "abc", "abcddef" },
+    { "xyz+w", "xyz", "xyzzzw" },
+    { "abc+*de", "ab", "abde" },
+    /* bracket expressions, with ']' first, classes and a backslash inside */
+    { "[abc]def", "def", "bdef" },
+    { "x[]yzzzzz]ab", "ab", "x]ab" },
+    { "[^]abcdef]gh", "gh", "xgh" },
+    { "[[:alpha:]abcdefgh]ok", "ok", "qok" },
+    { "[\\]abc]", "abc", "\\abc]" },
+    /* groups: opaque, whatever is inside or after them */
+    { "(foo)barbaz", "barbaz", "foobarbaz" },
+    { "(foo|quux)xyz", "xyz", "quuxxyz" },
+    { "(a(b)c)*zz", "zz", "zz" },
+    { "w(x)+yyy", "yyy", "wxxyyy" },
+    { "torch\\.(cuda\\.)?OutOfMemoryError: .", "OutOfMemoryError: ",
+      "torch.OutOfMemoryError: x" },
+    { "(RuntimeError: |what\\(\\): +|instance of '|^)std::bad_alloc", "std::bad_alloc",
+      "std::bad_alloc" },
+    /* an alternation outside every group: nothing is proven */
+    { "foo|barbaz", "", "foo" },
+    { "ab(c|d)e|f", "", "f" },
+    /* anchors, wildcards, bytes of multibyte characters */
+    { "^(\\[rank[0-9]+\\]: )?MemoryError(: .*)?$", "MemoryError", "MemoryError" },
+    { "a.b.c", "a", "axbyc" },
+    { "\xc3\xa9" "abc", "abc", "\xc3\xa9" "abc" },
+    { "[0-9]+.*", "", "7" },
+    { "", "", NULL },
+};
+
+static void test_required_literal(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof literal_cases / sizeof literal_cases[0]; i++) {
+        const struct literal_case *c = &literal_cases[i];
+        char out[128];
+        size_t n = oom_required_literal(c->re, out, sizeof out);
+        if (n != strlen(c->want) || strcmp(out, c->want))
+            fail_msg("'%s': got '%s' (%zu), want '%s'", c->re, out, n, c->want);
+        if (!c->example)
+            continue;
+        /* glibc reads the regex as we do: its example matches and holds
+         * the literal */
+        regex_t re;
+        assert_int_equal(regcomp(&re, c->re, REG_EXTENDED | REG_NOSUB), 0);
+        if (regexec(&re, c->example, 0, NULL, 0) != 0)
+            fail_msg("'%s' does not match its example '%s'", c->re, c->example);
+        regfree(&re);
+        assert_non_null(strstr(c->example, c->want));
+    }
+    /* A cut literal is still required. */
+    char small[4];
+    assert_int_equal(oom_required_literal("abcdef", small, sizeof small), 3);
+    assert_string_equal(small, "abc");
+    assert_int_equal(oom_required_literal("abc", small, 0), 0);
+}
+
+/* Each row's regex, from the embedded TSV (third column). */
+static size_t table_regexes(char res[][512], size_t max)
+{
+    size_t n = 0;
+    const char *p = ab_oom_signatures, *end = ab_oom_signatures + ab_oom_signatures_len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *stop = nl ? nl : end;
+        const char *t1 = memchr(p, '\t', (size_t)(stop - p));
+        const char *t2 = t1 ? memchr(t1 + 1, '\t', (size_t)(stop - t1 - 1)) : NULL;
+        if (p < stop && *p != '#' && t2) {
+            assert_true(n < max);
+            assert_true((size_t)(stop - t2 - 1) < 512);
+            memcpy(res[n], t2 + 1, (size_t)(stop - t2 - 1));
+            res[n][stop - t2 - 1] = '\0';
+            n++;
+        }
+        p = nl ? nl + 1 : end;
+    }
+    return n;
+}
+
+/* Every default row has a literal long enough for the fast scan: one row
+ * without would send every line through every regex again. */
+static void test_default_rows_have_literals(void **state)
+{
+    (void)state;
+    static char res[128][512];
+    size_t n = table_regexes(res, 128);
+    assert_true(n >= 20);
+    for (size_t i = 0; i < n; i++) {
+        char lit[512];
+        if (oom_required_literal(res[i], lit, sizeof lit) < 8)
+            fail_msg("row %zu: literal '%s' of '%s' is short", i, lit, res[i]);
+    }
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint64_t rng(void)
+{
+    /* xorshift64*: a fixed sequence, so a failure reproduces */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545F4914F6CDD1Dull;
+}
+
+static size_t rnd(size_t n)
+{
+    return n ? (size_t)(rng() % n) : 0;
+}
+
+#define LINE_CAP 2048
+
+struct corpus_line {
+    char buf[LINE_CAP];
+    size_t len;
+};
+
+static char literals[128][512];
+static size_t nliterals;
+
+/* Bytes that make near misses likely: the literals' own, and noise. */
+static char noise_byte(void)
+{
+    static const char extra[] = " .:;()[]'0123456789\t\x01\xe2\x96\x88";
+    if (rnd(3) == 0) {
+        const char *l = literals[rnd(nliterals)];
+        return l[rnd(strlen(l))];
+    }
+    return extra[rnd(sizeof extra - 1)];
+}
+
+static void put(struct corpus_line *l, size_t at, const char *p, size_t n)
+{
+    if (at > l->len)
+        at = l->len;
+    if (l->len + n > LINE_CAP)
+        n = LINE_CAP - l->len;
+    memmove(l->buf + at + n, l->buf + at, l->len - at);
+    memcpy(l->buf + at, p, n);
+    l->len += n;
+}
+
+/* One random change: the kinds of damage a real log does to a message. */
+static void mutate(struct corpus_line *l)
+{
+    size_t at = rnd(l->len + 1);
+    switch (rnd(9)) {
+    case 0: /* drop a byte */
+        if (at < l->len) {
+            memmove(l->buf + at, l->buf + at + 1, l->len - at - 1);
+            l->len--;
+        }
+        break;
+    case 1: /* change a byte */
+        if (at < l->len)
+            l->buf[at] = noise_byte();
+        break;
+    case 2: /* a NUL from binary output, or in place of a space */
+        if (at < l->len && rnd(2))
+            l->buf[at] = l->buf[at] == ' ' ? '\0' : l->buf[at];
+        else
+            put(l, at, "", 1);
+        break;
+    case 3: /* cut short */
+        l->len = at;
+        break;
+    case 4: { /* a rank prefix, shifting the message by 9 to 12 bytes */
+        char rank[32];
+        int n = snprintf(rank, sizeof rank, "[rank%zu]: ", rnd(2000));
+        put(l, 0, rank, (size_t)n);
+        break;
+    }
+    case 5: { /* someone's literal somewhere */
+        const char *lit = literals[rnd(nliterals)];
+        put(l, at, lit, strlen(lit));
+        break;
+    }
+    case 6: /* case of a letter */
+        if (at < l->len && ((l->buf[at] | 0x20) >= 'a' && (l->buf[at] | 0x20) <= 'z'))
+            l->buf[at] ^= 0x20;
+        break;
+    case 7: { /* a piece of itself again */
+        size_t from = rnd(l->len + 1), n = rnd(l->len - from + 1);
+        char tmp[LINE_CAP];
+        memcpy(tmp, l->buf + from, n);
+        put(l, at, tmp, n);
+        break;
+    }
+    default: /* noise */
+        for (size_t k = rnd(20); k > 0; k--) {
+            char c = noise_byte();
+            put(l, rnd(l->len + 1), &c, 1);
+        }
+        break;
+    }
+}
+
+static void set_line(struct corpus_line *l, const char *s)
+{
+    l->len = 0;
+    put(l, 0, s, strlen(s));
+}
+
+/* The two tables agree on this line; returns whether it matched. */
+static int same_answer(const struct oom_table *fast, const struct oom_table *slow,
+                       const char *line, size_t len)
+{
+    struct oom_match a, b;
+    int x = oom_table_match(fast, line, len, &a);
+    int y = oom_table_match(slow, line, len, &b);
+    if (x != y || (x && strcmp(a.name, b.name)))
+        fail_msg("prefilter says %s, regexes say %s for \"%.*s\" (%zu bytes)",
+                 x ? a.name : "no match", y ? b.name : "no match", (int)len, line, len);
+    return x;
+}
+
+static int has_literal(const char *line, size_t len)
+{
+    for (size_t i = 0; i < nliterals; i++)
+        if (memmem(line, len, literals[i], strlen(literals[i])))
+            return 1;
+    return 0;
+}
+
+/*
+ * The prefilter never changes an answer: every sample and near miss,
+ * mutations of them, lines built around the literals, random noise and
+ * long lines get the same answer (and the same signature) with the
+ * prefilter as from trying every regex.
+ */
+static void test_prefilter_equivalence(void **state)
+{
+    const struct oom_table *fast = *state;
+    struct oom_table slow = OOM_TABLE_INIT;
+    char err[256];
+    assert_int_equal(oom_table_load_default(&slow, err, sizeof err), 0);
+    oom_table_prefilter(&slow, 0);
+
+    static char res[128][512];
+    size_t nres = table_regexes(res, 128);
+    for (nliterals = 0; nliterals < nres; nliterals++)
+        oom_required_literal(res[nliterals], literals[nliterals], sizeof literals[0]);
+
+    const char *bases[NSAMPLES + sizeof near_misses / sizeof near_misses[0]];
+    size_t nbases = 0;
+    for (size_t i = 0; i < NSAMPLES; i++)
+        bases[nbases++] = samples[i].line;
+    for (size_t i = 0; i < sizeof near_misses / sizeof near_misses[0]; i++)
+        bases[nbases++] = near_misses[i];
+
+    static struct corpus_line l;
+    size_t lines = 0, hits = 0, literal_only = 0;
+#define CHECK()                                                              \
+    do {                                                                     \
+        int hit_ = same_answer(fast, &slow, l.buf, l.len);                   \
+        hits += hit_;                                                        \
+        literal_only += !hit_ && has_literal(l.buf, l.len);                  \
+        lines++;                                                             \
+    } while (0)
+
+    for (size_t i = 0; i < nbases; i++) {
+        /* at every alignment to the prefilter's stride */
+        for (size_t shift = 0; shift < 24; shift++) {
+            set_line(&l, bases[i]);
+            put(&l, 0, "........................", shift);
+            CHECK();
+        }
+        for (int k = 0; k < 150; k++) {
+            set_line(&l, bases[i]);
+            for (size_t m = 1 + rnd(3); m > 0; m--)
+                mutate(&l);
+            CHECK();
+        }
+    }
+    for (size_t i = 0; i < nliterals; i++) {
+        for (int k = 0; k < 40; k++) {
+            set_line(&l, literals[i]);
+            for (size_t m = rnd(4); m > 0; m--)
+                mutate(&l);
+            CHECK();
+        }
+    }
+    for (int k = 0; k < 3000; k++) {
+        l.len = rnd(200);
+        for (size_t j = 0; j < l.len; j++)
+            l.buf[j] = noise_byte();
+        CHECK();
+    }
+#undef CHECK
+    /* The corpus reaches both sides of the prefilter and of the regexes. */
+    assert_true(hits > 500);
+    assert_true(literal_only > 500);
+    assert_true(lines - hits - literal_only > 3000);
+
+    /* Long lines: the heap copy and the 64 KiB cut, a message straddling it. */
+    size_t len = 70 * 1024;
+    char *big = malloc(len);
+    assert_non_null(big);
+    for (size_t at = 0; at < len; at += 997) {
+        for (size_t j = 0; j < len; j++)
+            big[j] = noise_byte();
+        const char *msg = samples[rnd(NSAMPLES)].line;
+        size_t n = strlen(msg);
+        if (at + n <= len)
+            memcpy(big + at, msg, n);
+        same_answer(fast, &slow, big, len);
+        same_answer(fast, &slow, big, at + n / 2 < len ? at + n / 2 : len);
+    }
+    free(big);
+    oom_table_release(&slow);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -429,6 +766,9 @@ int main(void)
         cmocka_unit_test(test_load_custom),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_parse_numbers),
+        cmocka_unit_test(test_required_literal),
+        cmocka_unit_test(test_default_rows_have_literals),
+        cmocka_unit_test(test_prefilter_equivalence),
     };
     return cmocka_run_group_tests(tests, setup_default, teardown_default);
 }

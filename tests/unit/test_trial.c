@@ -149,6 +149,33 @@ static void test_sigterm_ignored_gets_sigkill(void **state)
     assert_true(res.teardown_s >= 0.5 && res.teardown_s < 3.0);
 }
 
+/* Once an OOM line decided the trial, processes that ignore SIGTERM get
+ * SIGKILL after half a second, not after the full grace; other outcomes
+ * still wait the full grace. */
+static void test_oom_line_short_grace(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    o.grace_s = 10;
+    run_sh("trap '' TERM; (while :; do sleep 1; done) & "
+           "echo 'RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB "
+           "(GPU 0; 6.00 GiB total capacity; 5.1 GiB already allocated; 3.00 MiB free; "
+           "5.2 GiB reserved in total by PyTorch)'; while :; do sleep 1; done",
+           &o, &res);
+    assert_int_equal(res.outcome, TRIAL_OOM);
+    assert_int_equal(res.signal, SIGKILL);
+    assert_true(res.teardown_s >= 0.5 && res.teardown_s < 2.0);
+    assert_true(res.wall_s < 3.0);
+
+    o = opts();
+    o.grace_s = 1.5;
+    o.hang_timeout_s = 0.3;
+    run_sh("trap '' TERM; echo started; while :; do sleep 1; done", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_HANG);
+    assert_int_equal(res.signal, SIGKILL);
+    assert_true(res.teardown_s >= 1.5);
+}
+
 /* Live processes whose command line holds `mark`. */
 static int count_cmdline(const char *mark)
 {
@@ -229,6 +256,32 @@ static void test_crash_keeps_tail(void **state)
     assert_string_equal(res.tail[TRIAL_TAIL_LINES - 1],
                         "RuntimeError: Expected all tensors to be on the same device");
     assert_string_equal(res.evidence, "RuntimeError: Expected all tensors to be on the same device");
+}
+
+/* The tail is kept as a ring while the trial runs; whoever reads it
+ * afterwards gets the last lines oldest first, however often it wrapped. */
+static void test_tail_in_order(void **state)
+{
+    (void)state;
+    static const int counts[] = { 1, 19, 20, 21, 31, 40, 41, 59 };
+    struct trial_opts o = opts();
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        char script[128];
+        int n = counts[c];
+        snprintf(script, sizeof script, "for i in $(seq 1 %d); do echo line$i; done; exit 3", n);
+        run_sh(script, &o, &res);
+        int want = n < TRIAL_TAIL_LINES ? n : TRIAL_TAIL_LINES;
+        assert_int_equal(res.outcome, TRIAL_CRASH);
+        assert_int_equal(res.tail_count, want);
+        for (int i = 0; i < want; i++) {
+            char line[32];
+            snprintf(line, sizeof line, "line%d", n - want + 1 + i);
+            assert_string_equal(res.tail[i], line);
+        }
+        char last[32];
+        snprintf(last, sizeof last, "line%d", n);
+        assert_string_equal(res.evidence, last);
+    }
 }
 
 static void test_kernel_oom_kill(void **state)
@@ -359,6 +412,42 @@ static void test_report_file_is_authoritative(void **state)
     assert_true(res.peak_mem_bytes >= 5000);
 }
 
+/* A report file the trainer makes late is still read: while the trial
+ * runs, and when it was written just before the command exited. */
+static void test_report_file_made_late(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/ab-trial-late-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char report[64], script[512];
+    snprintf(report, sizeof report, "%s/report.jsonl", dir);
+    struct trial_opts o = opts();
+    o.target_steps = 4;
+    o.warmup_steps = 1;
+    o.report_path = report;
+    snprintf(script, sizeof script,
+             "sleep 0.7; for i in 1 2 3 4 5; do echo \"{\\\"step\\\": $i, \\\"time\\\": $i}\" >> %s; "
+             "done; sleep 60", report);
+    run_sh(script, &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.steps_from, STEPS_FROM_REPORT);
+    assert_true(res.wall_s < 5.0);
+    unlink(report);
+
+    /* Made and written at the end, between two looks of the backoff
+     * (about 0.75 s and 1.15 s): the command's exit is judged with it. */
+    o.target_steps = 0;
+    snprintf(script, sizeof script,
+             "sleep 0.9; for i in 1 2 3; do echo \"{\\\"step\\\": $i, \\\"time\\\": $i}\" >> %s; "
+             "done; exit 0", report);
+    run_sh(script, &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.steps_from, STEPS_FROM_REPORT);
+    assert_int_equal(res.steps_seen, 3);
+    unlink(report);
+    rmdir(dir);
+}
+
 static void test_spawn_failure(void **state)
 {
     (void)state;
@@ -406,6 +495,9 @@ int main(void)
         cmocka_unit_test(test_sigterm_ignored_gets_sigkill),
         cmocka_unit_test(test_escaped_grandchild_is_killed),
         cmocka_unit_test(test_crash_keeps_tail),
+        cmocka_unit_test(test_tail_in_order),
+        cmocka_unit_test(test_oom_line_short_grace),
+        cmocka_unit_test(test_report_file_made_late),
         cmocka_unit_test(test_kernel_oom_kill),
         cmocka_unit_test(test_hang_and_timeout),
         cmocka_unit_test(test_steps_end_a_fit),

@@ -537,7 +537,9 @@ int steps_unit_is_data(const char *unit)
         "B",   "kB",  "KB",  "MB",    "GB",   "TB", "PB", "KiB", "MiB", "GiB",
         "TiB", "PiB", "bytes", "byte", "examples", "example", "ex", "ba",
     };
-    if (!unit)
+    /* Every bar's unit is checked: the common "it" and "step" leave at
+     * their first letter, which no data unit starts with. */
+    if (!unit || !unit[0] || !strchr("BkKMGTPbe", unit[0]))
         return 0;
     for (size_t i = 0; i < sizeof data / sizeof data[0]; i++) {
         if (!strcmp(unit, data[i]))

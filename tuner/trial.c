@@ -444,7 +444,9 @@ static void trial_on_line(void *ctx, const char *line, size_t len, int truncated
     if (!st->log_ok)
         return;
     long before = trial_best_step(st), step;
-    double t = trial_now(), rate = -1;
+    /* The lines of one read arrived together, at the read's time: one
+     * clock call a read, not a line (it was a tenth of the line path). */
+    double t = st->last_activity, rate = -1;
     if (!trainlog_line(&st->log, line, len, t, &step, &rate))
         return;
     /* The printed count is global: a resumed trainer starts high.  Only

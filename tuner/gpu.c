@@ -69,9 +69,12 @@ void gpu_tick(void *ctx)
         return;
     g->last = now;
     pid_t pids[1024];
-    /* Our subtree only: a host with thousands of processes costs nothing. */
-    long n = proctree_subtree(getpid(), pids, sizeof pids / sizeof *pids);
-    if (n == -2)
+    /* Our subtree only: a host with thousands of processes costs nothing.
+     * A kernel without children lists says so once; then the whole scan. */
+    long n = -2;
+    if (!g->scan_all && (n = proctree_subtree(getpid(), pids, sizeof pids / sizeof *pids)) == -2)
+        g->scan_all = 1;
+    if (g->scan_all)
         n = proctree_descendants(getpid(), pids, sizeof pids / sizeof *pids);
     if (n < 0)
         n = 0;

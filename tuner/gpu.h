@@ -31,6 +31,7 @@ struct gpu {
     uint64_t baseline[GPU_MAX];
     int64_t peak;             /**< this trial's peak, -1 none yet */
     double last;              /**< time of the last sample */
+    int scan_all;             /**< the kernel has no children lists: scan /proc */
     char fingerprint[1024];   /**< "NAME:TOTAL;..." or "no-gpu" */
     char why[256];            /**< why NVML is not in use */
 };

@@ -529,8 +529,8 @@ static void predict_on_gpu(const struct replay_model *m, const struct devmem_ops
     }
     char err[512];
     struct devmem_hold h;
-    uint64_t room = m->outside > 0 ? (uint64_t)m->outside : 0;
-    room = cap > room ? cap - room : 0;
+    uint64_t outside = m->outside > 0 ? (uint64_t)m->outside : 0;
+    uint64_t room = cap > outside ? cap - outside : 0;
     if (devmem_hold(&h, ops, room, err, sizeof err)) {
         printf("not replayed: %s\n", err);
         return;

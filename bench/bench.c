@@ -84,10 +84,17 @@ struct curve {
     double startup_s;    /**< process start, model load, compile */
     double t0, t1;       /**< step time t0 + t1*m seconds ... */
     double slow;         /**< ... times this above SLOW_AT of capacity */
+    double w1;           /**< held at step 1's forward: weights and context, no optimizer state yet */
+    int nchunks;         /**< activation allocations per forward (an OOM names one of them) */
+    double ck_act;       /**< activations with checkpointing, a share of those without */
+    double ck_time;      /**< step time with checkpointing, a multiple of that without */
     /* ground truth */
     long truth;          /**< largest m with every m' <= m fitting */
     long opt_m;          /**< fastest safe size */
     double opt_speed;
+    long truth_ck;       /**< the same with checkpointing (joint curves) */
+    long opt_m_ck;
+    double opt_speed_ck;
 };
 
 /* What the caching allocator reserves for one request (FACTS.md):
@@ -127,60 +134,74 @@ static int is_dip(const struct curve *c, long m)
     return 0;
 }
 
-/* Peak device memory of one step at micro-batch m: the activations are
- * one allocation at forward, rounded like the allocator. */
-static double need_step(const struct curve *c, long m, int spike)
+/* Activation bytes of one step at micro-batch m, before the allocator
+ * rounds them; ck: with activation checkpointing. */
+static double act_bytes(const struct curve *c, long m, int spike, int ck)
 {
-    if (is_dip(c, m)) {
-        /* A size that, against the trend, fits: just under capacity. */
-        return c->base + (floor((c->cap - c->base) / (2 * MIB)) - 1) * 2 * MIB;
-    }
     double act = c->slope * (double)m * (1 + smooth_noise(c, m));
     if (spike)
         act *= c->spike_mult;
-    return c->base + alloc_round(act);
+    return ck ? act * c->ck_act : act;
+}
+
+/* Peak device memory of one step at micro-batch m: the activations are
+ * one allocation at forward, rounded like the allocator. */
+static double need_step(const struct curve *c, long m, int spike, int ck)
+{
+    if (is_dip(c, m) && !ck) {
+        /* A size that, against the trend, fits: just under capacity. */
+        return c->base + (floor((c->cap - c->base) / (2 * MIB)) - 1) * 2 * MIB;
+    }
+    return c->base + alloc_round(act_bytes(c, m, spike, ck));
 }
 
 /* Whether m survives a whole training run (the long batch included). */
-static int fits_training(const struct curve *c, long m)
+static int fits_training(const struct curve *c, long m, int ck)
 {
-    if (need_step(c, m, 0) > c->cap)
+    if (need_step(c, m, 0, ck) > c->cap)
         return 0;
-    return !c->spike_step || need_step(c, m, 1) <= c->cap;
+    return !c->spike_step || need_step(c, m, 1, ck) <= c->cap;
 }
 
-static double step_time(const struct curve *c, long m)
+static double step_time(const struct curve *c, long m, int ck)
 {
     double t = c->t0 + c->t1 * (double)m;
-    if (need_step(c, m, 0) > SLOW_AT * c->cap)
+    if (ck)
+        t *= c->ck_time; /* the forward runs again in the backward */
+    if (need_step(c, m, 0, ck) > SLOW_AT * c->cap)
         t *= c->slow; /* free-and-retry in the allocator */
     return t;
 }
 
-static double speed(const struct curve *c, long m)
+static double speed(const struct curve *c, long m, int ck)
 {
-    return (double)m / step_time(c, m);
+    return (double)m / step_time(c, m, ck);
 }
 
-static long first_failure(const struct curve *c)
+static long first_failure(const struct curve *c, int ck)
 {
     for (long m = 1; m <= c->range_max; m++)
-        if (!fits_training(c, m))
+        if (!fits_training(c, m, ck))
             return m;
     return -1;
 }
 
 static void curve_truth(struct curve *c)
 {
-    long f = first_failure(c);
-    c->truth = f < 0 ? c->range_max : f - 1;
-    c->opt_m = -1;
-    c->opt_speed = 0;
-    for (long m = 1; m <= c->truth; m++)
-        if (speed(c, m) > c->opt_speed) {
-            c->opt_speed = speed(c, m);
-            c->opt_m = m;
+    for (int ck = 0; ck < 2; ck++) {
+        long f = first_failure(c, ck), truth = f < 0 ? c->range_max : f - 1, opt_m = -1;
+        double opt = 0;
+        for (long m = 1; m <= truth; m++)
+            if (speed(c, m, ck) > opt) {
+                opt = speed(c, m, ck);
+                opt_m = m;
+            }
+        if (ck) {
+            c->truth_ck = truth, c->opt_m_ck = opt_m, c->opt_speed_ck = opt;
+        } else {
+            c->truth = truth, c->opt_m = opt_m, c->opt_speed = opt;
         }
+    }
 }
 
 static long pow2_at_least(double v)
@@ -196,17 +217,17 @@ static long pow2_at_least(double v)
  * log-uniformly over 3..4000 (20..4000 for "rounded"), one stratum per
  * curve, so every family covers tiny and huge boundaries.
  */
-static void curve_make(struct curve *c, int i)
+static void curve_make(struct curve *c, int i, int joint)
 {
     static const double caps_gb[8] = { 16, 24, 32, 40, 48, 80, 94, 141 };
     memset(c, 0, sizeof *c);
     c->id = i + 1;
     c->fam = (enum family)(i / PER_FAMILY);
     int k = i % PER_FAMILY;
-    uint64_t s = c->seed = mix(0xab0000ULL + (uint64_t)i);
+    uint64_t s = c->seed = mix((joint ? 0xab1000ULL : 0xab0000ULL) + (uint64_t)i);
 
-    double tlo = c->fam == F_ROUNDED ? 20 : 3;
-    double T = tlo * pow(4000.0 / tlo, (k + unit(s, 1)) / PER_FAMILY);
+    double tlo = c->fam == F_ROUNDED ? 20 : 3, thi = joint ? 150 : 4000;
+    double T = tlo * pow(thi / tlo, (k + unit(s, 1)) / PER_FAMILY);
     c->cap = caps_gb[(k * 3 + c->fam) % 8] * 1e9;
     c->base = (0.05 + 0.65 * unit(s, 2)) * c->cap;
 
@@ -216,7 +237,9 @@ static void curve_make(struct curve *c, int i)
         c->range_max = 512;
     if (c->range_max > 8192)
         c->range_max = 8192;
-    int bounded = k == 5 && (c->fam == F_AFFINE || c->fam == F_ROUNDED);
+    if (joint)
+        c->range_max = 512; /* the joint search's range: 1:512 */
+    int bounded = !joint && k == 5 && (c->fam == F_AFFINE || c->fam == F_ROUNDED);
     if (bounded) {
         /* Everything in the range fits: the answer is the range's top. */
         c->range_max = 512;
@@ -252,7 +275,7 @@ static void curve_make(struct curve *c, int i)
         c->meas_under = 0.01;
     }
     if (c->fam == F_NONMONO) {
-        long f0 = first_failure(c);
+        long f0 = first_failure(c, 0);
         unsigned mask = (unsigned)(mix(s + 8) % 15) + 1; /* a non-empty subset of +1..+4 */
         for (int d = 1; d <= 4; d++)
             if ((mask >> (d - 1)) & 1u && f0 > 0 && f0 + d <= c->range_max)
@@ -264,16 +287,34 @@ static void curve_make(struct curve *c, int i)
     c->t0 = t_at_T * (0.05 + 0.35 * unit(s, 11));
     c->t1 = (t_at_T - c->t0) / T;
     c->slow = 1.15 + 0.15 * unit(s, 12);
+    /* Step 1's forward runs before the optimizer's state exists (Adam
+     * allocates it at the first step): weights and context only, about a
+     * quarter to a half of the steady base. */
+    c->w1 = (0.3 + 0.2 * unit(s, 13)) * c->base;
+    c->nchunks = 8 + (int)(40 * unit(s, 14));
+    c->ck_act = 0.15 + 0.3 * unit(s, 15);
+    c->ck_time = 1.2 + 0.15 * unit(s, 16);
     curve_truth(c);
 }
 
 /* ------------------------------------------------------------ trials */
 
+/* What autobatch sees of a trial's memory (bench --figures). */
+enum figures {
+    FIG_NVML,   /**< a fit's peak polled by NVML (may read low); OOM figures */
+    FIG_PROBE,  /**< the in-process probe: a fit's exact peak and what a step holds; OOM figures */
+    FIG_NONE,   /**< no fit figures and no capacity until an OOM message names it */
+};
+static enum figures g_figures = FIG_NVML;
+static const char *const figures_name[] = { "nvml", "probe", "none" };
+
 struct trial {
     long m;
+    int ck;            /**< with activation checkpointing */
     int fit;
     int oom_step;      /**< 0 for a fit */
-    double need;       /**< what the controller sees: peak, or in use + tried */
+    double need;       /**< what the controller sees: a fit's peak, an OOM's in use + tried; -1 none */
+    double base;       /**< the probe's memory held between steps; 0 unknown */
     double speed;      /**< samples/s measured (fits only) */
     char how;          /**< autobatch only: S start, R ramp, B bisect, M model, T retest, P measure */
 };
@@ -287,12 +328,32 @@ struct run {
     double native_s;   /**< the tool's own protocol (in-process ones start once) */
     long max_fit;      /**< the algorithm's answer to "largest size that fits"; -1 none */
     long choice;       /**< the size it would train with; -1 none */
+    int choice_ck;     /**< ... with checkpointing */
+    int search_n;      /**< autobatch: trials of the boundary search (not throughput points) */
+    long max_fit_ck;   /**< autobatch, joint: the checkpointing cell's max-fit */
 };
+
+/*
+ * The figure autobatch reads from a real PyTorch OOM message: device
+ * memory in use (total - free) plus the allocation that failed.  The
+ * forward allocates its activations in nchunks pieces and fails at the
+ * first that does not fit, so the figure is just above capacity and below
+ * the step's need: a lower bound, not a point on the memory line.  At
+ * step 1 the optimizer's state does not exist yet (fixed = w1).
+ */
+static double oom_figure(const struct curve *c, long m, int spike, int ck, int step)
+{
+    double used = step == 1 ? c->w1 : c->base;
+    double chunk = alloc_round(act_bytes(c, m, spike, ck) / c->nchunks);
+    for (int k = 0; k < c->nchunks && used <= c->cap; k++)
+        used += chunk;
+    return used;
+}
 
 /* Run m for `steps` steps on curve c and book the cost.  in_process:
  * the tool retries inside one process, so start-up is paid once. */
-static struct trial *run_trial(struct run *r, const struct curve *c, long m, int steps,
-                               int in_process)
+static struct trial *run_trial_ck(struct run *r, const struct curve *c, long m, int ck, int steps,
+                                  int in_process)
 {
     if (r->n >= MAX_TRIALS) {
         r->guard_hit = 1;
@@ -301,34 +362,49 @@ static struct trial *run_trial(struct run *r, const struct curve *c, long m, int
     struct trial *t = &r->t[r->n];
     memset(t, 0, sizeof *t);
     t->m = m;
-    double st = step_time(c, m), cost;
-    double normal = need_step(c, m, 0);
+    t->ck = ck;
+    double st = step_time(c, m, ck), cost;
+    double normal = need_step(c, m, 0, ck);
     int spike_seen = c->spike_step > 0 && c->spike_step <= steps;
-    if (normal > c->cap) {
-        /* OOM at the first forward: in use = base, tried = the rounded
-         * activation allocation, so in use + tried = need_step. */
+    if (normal > c->cap && c->w1 + alloc_round(act_bytes(c, m, 0, ck)) > c->cap) {
+        /* OOM at the first forward, before the optimizer's state exists. */
         t->oom_step = 1;
-        t->need = normal;
+        t->need = oom_figure(c, m, 0, ck, 1);
         cost = OOM_AT_FORWARD * st;
-    } else if (spike_seen && need_step(c, m, 1) > c->cap) {
+    } else if (normal > c->cap && steps >= 2) {
+        /* Step 1 fitted without the optimizer's state; step 2's forward
+         * does not fit with it. */
+        t->oom_step = 2;
+        t->need = oom_figure(c, m, 0, ck, 2);
+        cost = (1 + OOM_AT_FORWARD) * st;
+    } else if (spike_seen && need_step(c, m, 1, ck) > c->cap) {
         /* The long batch: the steps before it ran, then the OOM. */
         t->oom_step = c->spike_step;
-        t->need = need_step(c, m, 1);
+        t->need = oom_figure(c, m, 1, ck, c->spike_step);
         cost = (c->spike_step - 1 + OOM_AT_FORWARD) * st;
     } else {
         t->fit = 1;
-        double peak = spike_seen ? fmax(normal, need_step(c, m, 1)) : normal;
-        /* NVML is polled: on noisy curves it may miss up to 1% of the
-         * activations' peak (never reads high). */
-        peak -= c->meas_under * unit(c->seed, 7000 + (uint64_t)m) * (peak - c->base);
-        t->need = peak;
-        t->speed = speed(c, m);
+        double peak = spike_seen ? fmax(normal, need_step(c, m, 1, ck)) : normal;
+        if (g_figures == FIG_NVML) {
+            /* NVML is polled: on noisy curves it may miss up to 1% of
+             * the activations' peak (never reads high). */
+            peak -= c->meas_under * unit(c->seed, 7000 + (uint64_t)m) * (peak - c->base);
+        }
+        t->need = g_figures == FIG_NONE ? -1 : peak;
+        t->base = g_figures == FIG_PROBE ? c->base : 0;
+        t->speed = speed(c, m, ck);
         cost = steps * st;
     }
     r->launch_s += c->startup_s + cost;
     r->native_s += (in_process && r->n > 0 ? 0 : c->startup_s) + cost;
     r->n++;
     return t;
+}
+
+static struct trial *run_trial(struct run *r, const struct curve *c, long m, int steps,
+                               int in_process)
+{
+    return run_trial_ck(r, c, m, 0, steps, in_process);
 }
 
 static void run_init(struct run *r, const char *alg)
@@ -341,23 +417,36 @@ static void run_init(struct run *r, const char *alg)
 /* ------------------------------------------------------------ anchors */
 
 /*
- * Lightning Tuner.scale_batch_size(mode="power"), _run_power_scaling:
- * from init_val 2, double after a fit; after an OOM halve and stop if
- * anything had fitted; at most max_trials 25.  max_val (Lightning's new
- * cap on the size) is the range's top: a doubling that would pass it
- * stops at it, and an unchanged size ends the loop.
+ * Lightning 2.6 (pytorch-lightning@7f0c3436, bench/README.md cites the
+ * lines): defaults init_val 2, max_trials 25, steps_per_trial 3,
+ * max_val 8192, margin 0.05.  Before each trial, a size >= max_val ends
+ * the loop and is returned untested.  The doubling helper caps at 8192.
+ */
+#define LIGHTNING_MAX_VAL 8192
+
+/*
+ * mode="power", _run_power_scaling: double after a fit; after an OOM
+ * halve, and stop if anything had fitted (else keep halving); every pass
+ * counts toward max_trials.
  */
 static void alg_lightning_power(struct run *r, const struct curve *c)
 {
     run_init(r, "Lightning power");
-    long size = 2;
+    long size = 2, last_ok = 2;
     int any_success = 0;
     for (int i = 0; i < 25 && size >= 1; i++) {
+        if (size >= LIGHTNING_MAX_VAL)
+            break; /* returned untested */
         const struct trial *t = run_trial(r, c, size, LIGHTNING_STEPS, 1);
         if (!t)
             break;
         if (t->fit) {
-            long next = size * 2 > c->range_max ? c->range_max : size * 2;
+            last_ok = size;
+            if (i + 1 >= 25) {
+                size = last_ok;
+                break;
+            }
+            long next = size * 2 > LIGHTNING_MAX_VAL ? LIGHTNING_MAX_VAL : size * 2;
             int changed = next != size;
             size = next;
             if (!changed)
@@ -373,25 +462,29 @@ static void alg_lightning_power(struct run *r, const struct curve *c)
 }
 
 /*
- * Lightning mode="binsearch", _run_binary_scaling: double from 2 until an
- * OOM, then bisect between the last fit (low) and the failure (high);
- * stop when high - low <= 1; count only fits against max_trials 25.  The
- * searched size is the max-fit; Lightning then keeps a 5% margin
- * (PR #21163: margin=0.05 applies to binsearch only): it trains with
- * int(found * 0.95), at least 1.
+ * mode="binsearch", _run_binsearch_scaling: double from 2 until an OOM,
+ * then bisect between the last fit (low, 1 at first) and the failure
+ * (high); stop when high - low <= 1; only fits count toward max_trials.
+ * The size it ends on, tested or not, is the max-fit; it trains with
+ * max(1, int(size * 0.95)) (the margin, binsearch only).
  */
 static void alg_lightning_binsearch(struct run *r, const struct curve *c)
 {
     run_init(r, "Lightning binsearch");
-    long size = 2, low = 1, high = 0;
+    long size = 2, low = 1, high = 0, last_ok = 2;
     int count = 0;
     for (;;) {
+        if (size >= LIGHTNING_MAX_VAL)
+            break; /* returned untested */
         const struct trial *t = run_trial(r, c, size, LIGHTNING_STEPS, 1);
         if (!t)
             break;
         if (t->fit) {
-            if (++count > 25)
+            last_ok = size;
+            if (++count >= 25) {
+                size = last_ok;
                 break;
+            }
             low = size;
             long next;
             if (high) {
@@ -401,8 +494,8 @@ static void alg_lightning_binsearch(struct run *r, const struct curve *c)
             } else {
                 next = size * 2;
             }
-            if (next > c->range_max)
-                next = c->range_max;
+            if (next > LIGHTNING_MAX_VAL)
+                next = LIGHTNING_MAX_VAL;
             int changed = next != size;
             size = next;
             if (!changed)
@@ -420,16 +513,19 @@ static void alg_lightning_binsearch(struct run *r, const struct curve *c)
 }
 
 /*
- * Accelerate find_executable_batch_size: start at the range's top and
- * rerun the whole function on OOM with int(size * 0.9) (since 2025) or
- * size // 2 (before); the first size that runs is the answer.  The
- * "trial" is the real training run, so it runs the full window and sees
- * every long batch; the retries happen in one process.
+ * Accelerate find_executable_batch_size (accelerate@16cb6eb8,
+ * utils/memory.py): start at starting_batch_size, 128 by default, and
+ * rerun the whole function on OOM with int(size * 0.9) (v1.9.0 on) or
+ * size // 2 (before); 0 is an error; the first size that runs is the
+ * answer.  The "trial" is the real training run, so it runs the full
+ * window and sees every long batch; the retries happen in one process.
+ * (HF Trainer's auto_find_batch_size starts at per_device_train_batch_size
+ * instead: the user's own guess.)
  */
 static void alg_accelerate(struct run *r, const struct curve *c, int halve)
 {
-    run_init(r, halve ? "Accelerate x0.5 (<2025)" : "Accelerate x0.9");
-    long b = c->range_max;
+    run_init(r, halve ? "Accelerate x0.5 (<1.9)" : "Accelerate x0.9");
+    long b = 128;
     while (b > 0) {
         const struct trial *t = run_trial(r, c, b, ACCEL_STEPS, 1);
         if (!t)
@@ -528,14 +624,16 @@ static void alg_deepspeed(struct run *r, const struct curve *c)
  * are a tie that goes to the smaller measured memory.  Like ab_choose it
  * looks at every fitting trial, including any fit above a failure.
  */
-static void alg_autobatch(struct run *r, const struct curve *c)
+static void alg_autobatch_as(struct run *r, const struct curve *c, const char *name,
+                             int use_model, int joint)
 {
-    run_init(r, "autobatch");
+    run_init(r, name);
     long accum[1] = { 1 };
     struct space_opts so = {
         .batch_min = 1, .batch_max = c->range_max, .batch_step = 1,
-        .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1, .ckpt_on = 0,
-        .ckpt_forced = 0, .global_batch = 0, .world_size = 1, .use_model = 1,
+        .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1, .ckpt_on = joint,
+        .ckpt_forced = 0, .global_batch = 0, .world_size = 1, .use_model = use_model,
+        .open_mid = g_figures == FIG_NONE, /* no NVML: main.c knows before the first trial */
     };
     struct space sp;
     char err[256];
@@ -549,14 +647,21 @@ static void alg_autobatch(struct run *r, const struct curve *c)
         static const char hows[] = { 'S', 'R', 'B', 'M', 'T' };
         const struct cell *cell = &sp.cells[ci];
         char how = cell->state == CELL_SEARCHING ? hows[cell->search.last_how] : 'P';
-        struct trial *t = run_trial(r, c, v, AB_STEPS, 0);
+        struct trial *t = run_trial_ck(r, c, v, cell->checkpointing, AB_STEPS, 0);
         if (!t)
             break;
         t->how = how;
-        struct search_obs obs = { v, t->fit, t->need, c->cap };
+        r->search_n += how != 'P';
+        /* Without NVML the capacity is known only from an OOM message. */
+        struct search_obs obs = {
+            .value = v, .fit = t->fit, .need_bytes = t->need,
+            .capacity_bytes = g_figures == FIG_NONE && t->fit ? -1 : c->cap,
+            .base_bytes = t->base, .speed = t->fit ? t->speed : 0,
+        };
         space_record(&sp, ci, &obs);
     }
     r->max_fit = search_max_fit(&sp.cells[0].search);
+    r->max_fit_ck = joint ? search_max_fit(&sp.cells[1].search) : -1;
     long best = -1;
     for (int i = 0; i < r->n; i++) {
         const struct trial *t = &r->t[i];
@@ -568,11 +673,68 @@ static void alg_autobatch(struct run *r, const struct curve *c)
         }
         const struct trial *b = &r->t[best];
         int tie = t->speed <= b->speed * 1.01 && b->speed <= t->speed * 1.01;
-        if (tie ? t->need < b->need : t->speed > b->speed)
+        int less = t->need >= 0 && b->need >= 0 ? t->need < b->need
+                 : t->m != b->m ? t->m < b->m : t->ck > b->ck;
+        if (tie ? less : t->speed > b->speed)
             best = i;
     }
     r->choice = best >= 0 ? r->t[best].m : -1;
+    r->choice_ck = best >= 0 ? r->t[best].ck : 0;
     space_release(&sp);
+}
+
+static void alg_autobatch(struct run *r, const struct curve *c)
+{
+    alg_autobatch_as(r, c, "autobatch", 1, 0);
+}
+
+/*
+ * The references a search must not lose to: plain bisection of the whole
+ * range (lo 0, hi R+1: it opens in the middle), and the classic
+ * ramp-then-bisect (double from 1 until a failure, then bisect), which was
+ * this project's search without figures and is Lightning's binsearch
+ * from 1.  Both count only the boundary search.
+ */
+static void alg_bisect_between(struct run *r, const struct curve *c, long lo, long hi)
+{
+    while (hi - lo > 1) {
+        long mid = lo + (hi - lo) / 2;
+        const struct trial *t = run_trial(r, c, mid, AB_STEPS, 0);
+        if (!t)
+            break;
+        if (t->fit)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    r->max_fit = lo > 0 ? lo : -1;
+    r->choice = r->max_fit;
+    r->search_n = r->n;
+}
+
+static void alg_plain_bisection(struct run *r, const struct curve *c)
+{
+    run_init(r, "bisection of 1..R");
+    alg_bisect_between(r, c, 0, c->range_max + 1);
+}
+
+static void alg_ramp_bisect(struct run *r, const struct curve *c)
+{
+    run_init(r, "ramp+bisect");
+    long lo = 0, v = 1;
+    for (;;) {
+        const struct trial *t = run_trial(r, c, v, AB_STEPS, 0);
+        if (!t || !t->fit)
+            break;
+        lo = v;
+        if (v == c->range_max) {
+            r->max_fit = r->choice = v;
+            r->search_n = r->n;
+            return;
+        }
+        v = 2 * v > c->range_max ? c->range_max : 2 * v;
+    }
+    alg_bisect_between(r, c, lo, v);
 }
 
 /* ------------------------------------------------------------ scoring */
@@ -597,9 +759,17 @@ static void run_all(struct run *runs, const struct curve *c)
  * failing size) or there is none. */
 static double score(const struct run *r, const struct curve *c)
 {
-    if (r->choice < 1 || r->choice > c->truth)
+    if (r->choice < 1 || r->choice > (r->choice_ck ? c->truth_ck : c->truth))
         return 0;
-    return speed(c, r->choice) / c->opt_speed;
+    return speed(c, r->choice, r->choice_ck) / c->opt_speed;
+}
+
+/* The same over both checkpointing settings (joint curves). */
+static double score_joint(const struct run *r, const struct curve *c)
+{
+    if (r->choice < 1 || r->choice > (r->choice_ck ? c->truth_ck : c->truth))
+        return 0;
+    return speed(c, r->choice, r->choice_ck) / fmax(c->opt_speed, c->opt_speed_ck);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -666,6 +836,153 @@ static void print_detail(const struct curve *c, const struct run *runs)
     }
 }
 
+/* ------------------------------------------------------------ summaries */
+
+struct stats {
+    double med, mean;
+    int max;
+};
+
+static struct stats stats_of(const double *v, int n)
+{
+    double tmp[NCURVES], sum = 0;
+    int mx = 0;
+    for (int i = 0; i < n; i++) {
+        tmp[i] = v[i];
+        sum += v[i];
+        mx = v[i] > mx ? (int)v[i] : mx;
+    }
+    struct stats st = { median(tmp, n), sum / n, mx };
+    return st;
+}
+
+/*
+ * The search under each kind of memory figure, against the references a
+ * model must not lose to.  Counts are the boundary search's trials (the
+ * throughput points come after and are the same for every search).
+ * Returns the targets: [0] never more search trials than ramp+bisect, in
+ * every mode; [1] without fit figures, median trials at most 0.6 of
+ * Lightning binsearch's.
+ */
+static void summary_figures(const struct curve *curves, int *never_worse, int *ratio_ok)
+{
+    static struct run ab, ref, bis, lb;
+    enum figures keep = g_figures;
+    printf("search by memory figures: boundary-search trials over the %d curves, median/mean/max\n"
+           "(nvml: a fit's polled peak; probe: its exact peak and what a step holds; none: no fit\n"
+           "figures, capacity only from an OOM message; OOM figures in every mode as PyTorch prints\n"
+           "them; 'worse': curves where autobatch ran more trials, or was exact where the other was)\n",
+           NCURVES);
+    printf("%-6s %14s %6s %7s %7s %14s %14s %14s %8s\n", "", "autobatch", "exact", "worse",
+           "worse", "bisect 1..R", "ramp+bisect", "Lightning bin", "ab/bin");
+    printf("%-6s %14s %6s %7s %7s %14s %14s %14s %8s\n", "", "", "", "bisect", "ramp", "", "", "",
+           "median");
+    *never_worse = 1;
+    *ratio_ok = 1;
+    for (int f = 0; f < 3; f++) {
+        g_figures = (enum figures)f;
+        double ta[NCURVES], tr[NCURVES], tb[NCURVES], tl[NCURVES];
+        int exact = 0, worse_b = 0, worse_r = 0;
+        for (int i = 0; i < NCURVES; i++) {
+            const struct curve *c = &curves[i];
+            alg_autobatch_as(&ab, c, "autobatch", 1, 0);
+            alg_ramp_bisect(&ref, c);
+            alg_plain_bisection(&bis, c);
+            alg_lightning_binsearch(&lb, c);
+            ta[i] = ab.search_n;
+            tr[i] = ref.search_n;
+            tb[i] = bis.search_n;
+            tl[i] = lb.n;
+            int ex = ab.max_fit == c->truth;
+            exact += ex;
+            int bex = bis.max_fit == c->truth, rex = ref.max_fit == c->truth;
+            worse_b += (ab.search_n > bis.search_n && (bex || !ex)) || (!ex && bex);
+            worse_r += (ab.search_n > ref.search_n && (rex || !ex)) || (!ex && rex);
+        }
+        struct stats sa = stats_of(ta, NCURVES), sr = stats_of(tr, NCURVES);
+        struct stats sb = stats_of(tb, NCURVES), sl = stats_of(tl, NCURVES);
+        char a[32], r[32], b[32], l[32], e[16];
+        snprintf(a, sizeof a, "%.1f/%.2f/%d", sa.med, sa.mean, sa.max);
+        snprintf(r, sizeof r, "%.1f/%.2f/%d", sr.med, sr.mean, sr.max);
+        snprintf(b, sizeof b, "%.1f/%.2f/%d", sb.med, sb.mean, sb.max);
+        snprintf(l, sizeof l, "%.1f/%.2f/%d", sl.med, sl.mean, sl.max);
+        snprintf(e, sizeof e, "%d/%d", exact, NCURVES);
+        printf("%-6s %14s %6s %7d %7d %14s %14s %14s %8.2f\n", figures_name[f], a, e, worse_b,
+               worse_r, b, r, l, sa.med / sl.med);
+        if (g_figures == FIG_NONE) {
+            *never_worse = worse_b == 0;
+            *ratio_ok = sa.med <= 0.6 * sl.med;
+        }
+    }
+    g_figures = keep;
+    putchar('\n');
+}
+
+/*
+ * Joint search: checkpointing off and on over 1:512, on 40 curves the
+ * search was not tuned on.  Counts every trial (throughput points too);
+ * thr/opt is over the best safe size of either setting.  Returns the
+ * worst trial count in the figures mode given, and the worst thr/opt.
+ */
+static void summary_joint(int *max_trials, double *min_thr, int detail)
+{
+    static struct curve jc[NCURVES];
+    static struct run ab[NCURVES];
+    enum figures keep = g_figures;
+    printf("joint search, checkpointing off and on, --batch 1:512, %d held-out curves (every trial)\n",
+           NCURVES);
+    printf("%-6s %16s %12s %12s %10s %10s\n", "", "trials", "exact off", "exact on", "thr/opt",
+           "thr/opt");
+    printf("%-6s %16s %12s %12s %10s %10s\n", "", "med/mean/max", "", "", "median", "min");
+    for (int i = 0; i < NCURVES; i++)
+        curve_make(&jc[i], i, 1);
+    for (int f = 0; f < 3; f++) {
+        g_figures = (enum figures)f;
+        double tr[NCURVES], sc[NCURVES];
+        int ex0 = 0, ex1 = 0;
+        for (int i = 0; i < NCURVES; i++) {
+            alg_autobatch_as(&ab[i], &jc[i], "autobatch", 1, 1);
+            tr[i] = ab[i].n;
+            sc[i] = score_joint(&ab[i], &jc[i]);
+            ex0 += ab[i].max_fit == jc[i].truth;
+            ex1 += ab[i].max_fit_ck == jc[i].truth_ck;
+        }
+        struct stats st = stats_of(tr, NCURVES);
+        double smin = sc[0];
+        for (int i = 1; i < NCURVES; i++)
+            smin = fmin(smin, sc[i]);
+        char t[32], e0[16], e1[16];
+        snprintf(t, sizeof t, "%.1f/%.2f/%d", st.med, st.mean, st.max);
+        snprintf(e0, sizeof e0, "%d/%d", ex0, NCURVES);
+        snprintf(e1, sizeof e1, "%d/%d", ex1, NCURVES);
+        double sorted[NCURVES];
+        memcpy(sorted, sc, sizeof sorted); /* median() sorts */
+        printf("%-6s %16s %12s %12s %10.3f %10.3f\n", figures_name[f], t, e0, e1,
+               median(sorted, NCURVES), smin);
+        if (g_figures == keep) {
+            *max_trials = st.max;
+            *min_thr = smin;
+        }
+        if (detail && g_figures == keep) {
+            for (int i = 0; i < NCURVES; i++) {
+                const struct curve *c = &jc[i];
+                printf("    #%02d %-7s truth %ld / ckpt %ld, optimum %ld%s; %d trials, choice %ld%s "
+                       "thr %.3f |", c->id, family_name[c->fam], c->truth, c->truth_ck,
+                       c->opt_speed_ck > c->opt_speed ? c->opt_m_ck : c->opt_m,
+                       c->opt_speed_ck > c->opt_speed ? " ckpt" : "", ab[i].n, ab[i].choice,
+                       ab[i].choice_ck ? " ckpt" : "", sc[i]);
+                for (int k = 0; k < ab[i].n; k++) {
+                    const struct trial *t = &ab[i].t[k];
+                    printf(" %c:%ld%s%s", t->how, t->m, t->ck ? "c" : "", t->fit ? "+" : "x");
+                }
+                putchar('\n');
+            }
+        }
+    }
+    g_figures = keep;
+    putchar('\n');
+}
+
 int main(int argc, char **argv)
 {
     int detail = 0, check = 0;
@@ -674,10 +991,20 @@ int main(int argc, char **argv)
             detail = 1;
         } else if (!strcmp(argv[i], "--check")) {
             check = 1;
+        } else if (!strcmp(argv[i], "--figures") && i + 1 < argc) {
+            const char *f = argv[++i];
+            int k = !strcmp(f, "nvml") ? FIG_NVML : !strcmp(f, "probe") ? FIG_PROBE
+                  : !strcmp(f, "none") ? FIG_NONE : -1;
+            if (k < 0) {
+                fprintf(stderr, "bench: --figures takes nvml, probe or none\n");
+                return 2;
+            }
+            g_figures = (enum figures)k;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: bench [--detail] [--check]\n"
-                   "  --detail  every trial of every algorithm on every curve\n"
-                   "  --check   exit 1 when a target of the project's search is missed\n");
+            printf("usage: bench [--detail] [--check] [--figures nvml|probe|none]\n"
+                   "  --detail   every trial of every algorithm on every curve\n"
+                   "  --check    exit 1 when a target of the project's search is missed\n"
+                   "  --figures  what autobatch sees of memory in the main table (default nvml)\n");
             return 0;
         } else {
             fprintf(stderr, "bench: unknown option '%s'; try 'bench --help'\n", argv[i]);
@@ -688,7 +1015,7 @@ int main(int argc, char **argv)
     static struct curve curves[NCURVES];
     static struct run runs[NCURVES][NALGS];
     for (int i = 0; i < NCURVES; i++) {
-        curve_make(&curves[i], i);
+        curve_make(&curves[i], i, 0);
         if (curves[i].truth < 1) {
             fprintf(stderr, "bench: curve %d has no fitting size; fix the generator\n", i + 1);
             return 2;
@@ -740,7 +1067,7 @@ int main(int argc, char **argv)
                med_trials[a], sum / NCURVES, mx, hl, hn, ex, unsafe, median(sc, NCURVES), smin);
     }
     printf("\n* does not aim at the exact max-fit (power: powers of two; Accelerate: first fit "
-           "going down\n  by x0.9 or x0.5 from the top; DeepSpeed-style: +-5%% around one "
+           "going down\n  by x0.9 or x0.5 from 128, its default start; DeepSpeed-style: +-5%% around one "
            "prediction).\n"
            "GPU-h launch: every trial a fresh process (start-up each time); native: Lightning "
            "and\n  Accelerate retry in one process and pay start-up once.  Lightning's max-fit "
@@ -770,15 +1097,33 @@ int main(int argc, char **argv)
     }
     putchar('\n');
 
+    int never_worse = 0, ratio_none = 0, joint_max = 0;
+    double joint_thr = 0;
+    summary_figures(curves, &never_worse, &ratio_none);
+    summary_joint(&joint_max, &joint_thr, detail);
+
     /* ---- the targets */
     double ratio = med_trials[A_AUTOBATCH] / med_trials[A_BINSEARCH];
     int ok_trials = ratio <= 0.5, ok_exact = exact[A_AUTOBATCH] == NCURVES;
-    printf("autobatch median trials / Lightning binsearch median trials = %.1f / %.1f = %.2f\n",
-           med_trials[A_AUTOBATCH], med_trials[A_BINSEARCH], ratio);
+    double thr_min = 1;
+    for (int i = 0; i < NCURVES; i++)
+        thr_min = fmin(thr_min, score(&runs[i][A_AUTOBATCH], &curves[i]));
+    int ok_joint = joint_max <= 16, ok_choice = thr_min >= 0.97 && joint_thr >= 0.97;
+    printf("autobatch median trials / Lightning binsearch median trials = %.1f / %.1f = %.2f "
+           "(figures: %s)\n", med_trials[A_AUTOBATCH], med_trials[A_BINSEARCH], ratio,
+           figures_name[g_figures]);
     printf("target: median trials at most half of Lightning binsearch's: %s\n",
            ok_trials ? "met" : "MISSED");
     printf("target: exact max-fit on all curves: %s (%d/%d)\n", ok_exact ? "met" : "MISSED",
            exact[A_AUTOBATCH], NCURVES);
+    printf("target: without fit figures, never worse than bisection of the range: %s\n",
+           never_worse ? "met" : "MISSED");
+    printf("target: without fit figures, median search trials at most 0.6 of Lightning "
+           "binsearch's: %s\n", ratio_none ? "met" : "MISSED");
+    printf("target: joint search with checkpointing over 1:512 in at most 16 trials: %s "
+           "(worst %d)\n", ok_joint ? "met" : "MISSED", joint_max);
+    printf("target: the choice at least 0.97 of the best throughput on every curve: %s "
+           "(worst %.3f; joint %.3f)\n", ok_choice ? "met" : "MISSED", thr_min, joint_thr);
 
     /* ---- where the project's search is not exact, slow, or loses speed */
     int shown = 0;
@@ -825,5 +1170,5 @@ int main(int argc, char **argv)
         }
     }
 
-    return check && !(ok_trials && ok_exact) ? 1 : 0;
+    return check && !(ok_trials && ok_exact && never_worse && ok_joint && ok_choice) ? 1 : 0;
 }

@@ -36,7 +36,7 @@ int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
 {
     memset(ev, 0, sizeof *ev);
     ev->rank = ev->world = ev->batch_size = ev->batch_len = ev->batches = -1;
-    ev->reserved = ev->allocated = ev->vm_peak_kb = -1;
+    ev->reserved = ev->allocated = ev->held = ev->vm_peak_kb = -1;
     ev->step = -1;
     ev->t = -1;
     if (len == 0 || len > 4096 || line[0] != '{')
@@ -70,6 +70,7 @@ int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
         ev->step = (long)inproc_int(o, "step", 1, INPROC_MAX_STEP);
         ev->reserved = inproc_int(o, "res", 0, INPROC_MAX_BYTES);
         ev->allocated = inproc_int(o, "alloc", 0, INPROC_MAX_BYTES);
+        ev->held = inproc_int(o, "held", 0, INPROC_MAX_BYTES);
         ev->batch_size = (long)inproc_int(o, "bs", 0, INPROC_MAX_STEP);
         ev->batch_len = (long)inproc_int(o, "blen", 0, INPROC_MAX_STEP);
         ev->batches = (long)inproc_int(o, "nb", 0, INPROC_MAX_STEP);
@@ -77,7 +78,7 @@ int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
         json_t *t = json_object_get(o, "t");
         ev->t = json_is_number(t) ? json_number_value(t) : -1;
         ok = ev->rank >= -1 && ev->world >= -1 && ev->step >= 1 && ev->reserved >= -1 &&
-             ev->allocated >= -1 && ev->batch_size >= -1 && ev->batch_len >= -1 &&
+             ev->allocated >= -1 && ev->held >= -1 && ev->batch_size >= -1 && ev->batch_len >= -1 &&
              ev->batches >= -1 && ev->vm_peak_kb >= -1 && isfinite(ev->t) && ev->t >= 0 && ev->t < 1e12;
     } else {
         ok = 0;

@@ -30,6 +30,7 @@ struct inproc_event {
     double t;              /**< CLOCK_MONOTONIC seconds at the step's end */
     long long reserved;    /**< CUDA peak bytes reserved in the step; -1 unknown */
     long long allocated;   /**< CUDA peak bytes allocated in the step; -1 unknown */
+    long long held;        /**< CUDA bytes allocated at the step's end; -1 unknown */
     long batch_size;       /**< the training DataLoader's batch size; -1 unknown */
     long batch_len;        /**< leading dimension of the last batch; -1 unknown */
     long batches;          /**< batches fetched since the previous step; -1 unknown */

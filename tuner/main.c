@@ -988,6 +988,11 @@ int main(int argc, char **argv)
     } else if (plan.verbose) {
         progress_note(&pg, "no GPU memory figures: %s", gpu.why);
     }
+    /* No GPU to read (no NVML): report lines may still carry figures, but
+     * a cheap first fit at MIN for the model is not worth a trial;
+     * bisection opens in the middle. */
+    for (size_t i = 0; i < space.ncells; i++)
+        space.cells[i].search.open_mid = gpu_capacity(&gpu) <= 0;
     struct cache_key ck;
     cache_key_make(&ck, plan.command, setup.have_config ? &setup.config : NULL, &so,
                    gpu.fingerprint);
@@ -1218,9 +1223,18 @@ int main(int argc, char **argv)
                                                        : "printed nothing for --hang-timeout",
                           tr->outcome == TRIAL_TIMEOUT ? "trial-timeout" : "hang-timeout");
         }
-        struct search_obs obs = { value, tr->outcome == TRIAL_FIT, -1, gpu_capacity(&gpu) };
+        struct search_obs obs = {
+            .value = value, .fit = tr->outcome == TRIAL_FIT, .need_bytes = -1,
+            .capacity_bytes = gpu_capacity(&gpu), .speed = tr->outcome == TRIAL_FIT ? sps : -1,
+        };
         if (obs.fit && peak > 0)
             obs.need_bytes = (double)peak;
+        /* The line's intercept, in the units of the peak: the peak less
+         * the step's own rise above what it started from (the probe's
+         * reserved peak less what was allocated at the step's end). */
+        if (obs.fit && peak > 0 && tr->held_bytes > 0 && tr->peak_mem_bytes > tr->held_bytes &&
+            peak > tr->peak_mem_bytes - tr->held_bytes)
+            obs.base_bytes = (double)(peak - (tr->peak_mem_bytes - tr->held_bytes));
         const struct oom_numbers *on = &tr->oom_numbers;
         if (!obs.fit && on->tried > 0 && on->total > 0 && on->free >= 0) {
             obs.need_bytes = (double)(on->total - on->free + on->tried);

@@ -12,12 +12,25 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* The least rise between two fits' figures that makes a slope: the
+ * caching allocator rounds small requests up to 20 MiB segments, so a
+ * smaller rise may be rounding alone. */
+#define SEARCH_MIN_RISE (64.0 * 1024 * 1024)
+
+/* Ramp steps before bisection takes over when they gave the model no
+ * line: a ramp costs about log2(boundary) trials more than bisection. */
+#ifndef SEARCH_MAX_RAMP
+#define SEARCH_MAX_RAMP 2
+#endif
+
 int search_init(struct search *s, long min, long max, long step)
 {
     struct search zero = { 0 };
     *s = zero;
     s->capacity = -1;
     s->use_model = 1;
+    s->gallop = 1;
+    s->width[0] = s->width[1] = -1;
     if (min < 1 || max < min || step < 1)
         return -1;
     s->min = min;
@@ -110,24 +123,56 @@ int search_bounded(const struct search *s)
     return search_first_fail(s) < 0 && search_max_fit(s) == s->max;
 }
 
-int search_model(const struct search *s, double *a, double *b)
+/* The largest fit below the first failure that carries a memory figure,
+ * run here or inferred; NULL if none. */
+static const struct search_probe *search_top_point(const struct search *s, long fail)
 {
-    double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0, xmin = INFINITY, xmax = -INFINITY;
+    const struct search_probe *top = NULL;
     for (size_t i = 0; i < s->nprobes; i++) {
         const struct search_probe *p = &s->probes[i];
-        if (p->need_bytes < 0)
-            continue;
-        double x = (double)p->value, y = p->need_bytes;
-        n++, sx += x, sy += y, sxx += x * x, sxy += x * y;
-        xmin = fmin(xmin, x);
-        xmax = fmax(xmax, x);
+        if (p->fit && p->need_bytes >= 0 && (fail < 0 || p->value < fail) &&
+            (!top || p->value > top->value || (p->value == top->value && !p->inferred)))
+            top = p;
     }
-    double den = n * sxx - sx * sx;
-    if (n < 2 || xmax <= xmin || den <= 0)
+    return top;
+}
+
+int search_model(const struct search *s, double *a, double *b)
+{
+    long fail = search_first_fail(s);
+    const struct search_probe *top = search_top_point(s, fail);
+    if (!top)
         return -1;
-    *b = (n * sxy - sx * sy) / den;
-    *a = (sy - *b * sx) / n;
-    return *b > 0 ? 0 : -1; /* memory that shrinks with the batch is no model */
+    double x2 = (double)top->value, y2 = top->need_bytes;
+    /* The probe's figure: what a step holds between steps is the line's
+     * value at size 0, so one fit gives the line (a small fit's rounding
+     * makes it steep, and its proposal's fit then corrects it).  Else
+     * another cell's intercept (the same weights and optimizer state). */
+    double base = s->base > 0 ? s->base : s->base_hint;
+    if (base > 0 && y2 > base) {
+        *a = base;
+        *b = (y2 - base) / x2;
+        return 0;
+    }
+    /* Else the secant to the nearest smaller fit that is far enough
+     * below: at most 15/16 of the top and, since the caching allocator
+     * rounds small requests up to 20 MiB segments, at least
+     * SEARCH_MIN_RISE lower.  Near, because real lines bend. */
+    const struct search_probe *low = NULL;
+    for (size_t i = 0; i < s->nprobes; i++) {
+        const struct search_probe *p = &s->probes[i];
+        if (!p->fit || p->need_bytes < 0 || 16 * p->value > 15 * top->value ||
+            y2 - p->need_bytes < SEARCH_MIN_RISE)
+            continue;
+        if (!low || p->value > low->value)
+            low = p;
+    }
+    if (!low)
+        return -1;
+    double x1 = (double)low->value, y1 = low->need_bytes;
+    *b = (y2 - y1) / (x2 - x1);
+    *a = y2 - *b * x2;
+    return *b > 0 ? 0 : -1; /* memory that does not grow with the batch is no model */
 }
 
 /* The grid size at or below v. */
@@ -140,66 +185,73 @@ static long search_snap(const struct search *s, double v)
     return s->min + (long)((v - (double)s->min) / (double)s->step) * s->step;
 }
 
-/* The model's proposal inside the open bracket (lo, hi), hi < 0 meaning
- * "above MAX"; 0 when the model has none. */
-/* The memory figure of the latest run of value; -1 if none. */
-static double search_need(const struct search *s, long value)
+/* The model's proposal inside the open bracket (lo, hi), hi the first
+ * failure or MAX+STEP; 0 when the model has none or the safeguard refuses
+ * it.  width: the bracket in grid steps. */
+static int search_model_next(struct search *s, long lo, long hi, long width, long *value)
 {
-    double need = -1;
-    for (size_t i = 0; i < s->nprobes; i++)
-        if (s->probes[i].value == value && !s->probes[i].inferred && s->probes[i].need_bytes >= 0)
-            need = s->probes[i].need_bytes;
-    return need;
-}
-
-static int search_model_next(struct search *s, long lo, long hi, long *value)
-{
-    double a, b, pred;
-    if (!s->use_model || s->capacity <= 0 || s->model_streak >= 2 || s->model_refuted)
+    double a, b;
+    s->confirm = 0;
+    if (!s->use_model || s->capacity <= 0 || search_model(s, &a, &b))
         return 0;
-    /* Inside a bracket whose two ends both carry memory figures, the line
-     * through them: distant points (allocator rounding at small sizes, a
-     * curve that bends) would bias a global fit.  Elsewhere the global
-     * least-squares line. */
-    double nlo = hi > 0 ? search_need(s, lo) : -1, nhi = hi > 0 ? search_need(s, hi) : -1;
-    if (nlo >= 0 && nhi > nlo)
-        pred = (double)lo + (s->capacity - nlo) / (nhi - nlo) * (double)(hi - lo);
-    else if (!search_model(s, &a, &b))
-        pred = (s->capacity - a) / b; /* largest size that fits, by the line */
-    else
+    int failed = hi <= s->max;
+    /* Brent's safeguard, after the fact: when a model trial was among the
+     * last two, those two must have cut the bracket to a quarter, as two
+     * bisections would.  (Only between two real ends: while nothing has
+     * failed, the ramp is the alternative, and the gallop below is as
+     * fast.) */
+    if (failed && s->width_failed[0] && (s->how_hist[0] == SEARCH_MODEL ||
+                                         s->how_hist[1] == SEARCH_MODEL) &&
+        s->width[0] > 0 && 4 * width > s->width[0])
         return 0;
+    double pred = (s->capacity - a) / b; /* the largest size that fits, by the line */
     if (!isfinite(pred))
         return 0;
-    long top = hi < 0 ? s->max : hi - s->step;
-    long low = lo + s->step;
-    if (top < low)
+    /* A line that says the failing size fits is refuted by it: a failure
+     * adds no point that could correct it, so bisect. */
+    if (failed && pred >= (double)hi)
         return 0;
-    long v = search_snap(s, pred);
-    s->model_clamped = v < low || v > top;
-    if (v < low)
-        v = low;
-    if (v > top)
-        v = top;
-    /* Never a size already known here: the nearest unknown one. */
-    long base = v;
-    for (long d = 1; search_known(s, v); d++) {
-        long up = base + s->step * d, down = base - s->step * d;
-        if (up > top && down < low)
-            return 0;
-        if (up <= top && !search_known(s, up))
-            v = up;
-        else if (down >= low && !search_known(s, down))
-            v = down;
+    long v = search_snap(s, pred), plan;
+    if (v <= lo) {
+        s->confirm = 1; /* the line says lo is the boundary: confirm above it */
+        v = lo + s->gallop * s->step;
+        plan = s->gallop;
+    } else {
+        plan = 1; /* the size, then its neighbour */
     }
+    if (v >= hi)
+        v = hi - s->step;
+    if (v <= lo)
+        v = lo + s->step;
+    /* ... and before: the plan must leave at most a quarter of the
+     * bracket, else bisection does at least as well. */
+    if (4 * plan > width || v <= lo || v >= hi || v > s->max || search_known(s, v))
+        return 0;
     *value = v;
     return 1;
 }
 
+/* How many trials here were ramp steps. */
+static int search_ramps(const struct search *s)
+{
+    return s->nramp;
+}
+
+/* The middle of the grid sizes strictly between lo and hi. */
+static long search_mid(const struct search *s, long lo, long hi)
+{
+    long ilo = (lo - s->min) / s->step, ihi = (hi - s->min) / s->step;
+    return s->min + (ilo + (ihi - ilo) / 2) * s->step;
+}
+
 int search_next(struct search *s, long *value)
 {
+    long below = s->min - s->step, above = s->max + s->step; /* virtual ends */
     if (!s->nprobes) {
-        s->last_how = SEARCH_START;
-        *value = s->min;
+        /* With memory figures to come, MIN: a cheap fit whose figure the
+         * model extrapolates from.  Without, the middle: bisection. */
+        s->last_how = s->open_mid ? SEARCH_BISECT : SEARCH_START;
+        *value = s->open_mid ? search_mid(s, below, above) : s->min;
         return 1;
     }
     long fail = search_first_fail(s);
@@ -217,6 +269,11 @@ int search_next(struct search *s, long *value)
     if (lo < 0) {
         if (fail == s->min)
             return 0; /* the smallest size failed: nothing fits */
+        if (s->open_mid && fail > s->min) {
+            s->last_how = SEARCH_BISECT;
+            *value = search_mid(s, below, fail);
+            return 1;
+        }
         if (search_tried(s, s->min))
             return 0;
         s->last_how = SEARCH_START;
@@ -227,30 +284,30 @@ int search_next(struct search *s, long *value)
         return 0; /* bounded by the range */
     if (fail >= 0 && (fail - lo) / s->step <= 1)
         return 0; /* the boundary is found */
-    /* A clamped guess that was refuted only moved the bracket by one
-     * size: do not repeat it, bisect once. */
-    s->model_refuted = s->last_how == SEARCH_MODEL && s->model_clamped;
-    if (search_model_next(s, lo, fail, value)) {
-        s->model_streak++;
+    long hi = fail >= 0 ? fail : above;
+    long width = (hi - lo) / s->step;
+    if (search_model_next(s, lo, hi, width, value)) {
         s->last_how = SEARCH_MODEL;
         return 1;
     }
-    s->model_streak = 0;
-    if (fail < 0) {
+    s->confirm = 0;
+    /* The ramp only while figures are expected for the model: without
+     * them no search beats bisection on every boundary, so bisect. */
+    if (fail < 0 && !s->open_mid && s->use_model && search_ramps(s) < SEARCH_MAX_RAMP) {
         long v = search_snap(s, 2.0 * (double)lo);
         if (v <= lo)
             v = lo + s->step;
         *value = v > s->max ? s->max : v;
         s->last_how = SEARCH_RAMP;
+        s->nramp++;
         return 1;
     }
-    long ilo = (lo - s->min) / s->step, ihi = (fail - s->min) / s->step;
-    *value = s->min + (ilo + (ihi - ilo) / 2) * s->step;
+    *value = search_mid(s, lo, hi);
     s->last_how = SEARCH_BISECT;
     return 1;
 }
 
-static void search_push(struct search *s, long value, int fit, int inferred, double need)
+static void search_push(struct search *s, const struct search_obs *o, int inferred)
 {
     if (s->nprobes == s->alloc) {
         size_t na = s->alloc ? 2 * s->alloc : 16;
@@ -260,7 +317,13 @@ static void search_push(struct search *s, long value, int fit, int inferred, dou
         s->probes = p;
         s->alloc = na;
     }
-    s->probes[s->nprobes++] = (struct search_probe){ value, fit, inferred, need };
+    /* An OOM's figure is a lower bound, not a point on the line. */
+    s->probes[s->nprobes++] = (struct search_probe){
+        o->value, o->fit, inferred, o->fit ? o->need_bytes : -1,
+        o->fit ? o->base_bytes : 0, o->fit ? o->speed : 0,
+    };
+    if (o->fit && o->base_bytes > 0)
+        s->base = o->base_bytes;
 }
 
 void search_record(struct search *s, const struct search_obs *o)
@@ -268,9 +331,26 @@ void search_record(struct search *s, const struct search_obs *o)
     int last = 0;
     int before = search_tries(s, o->value, &last);
     long larger = search_last_fit(s, -1);
+    /* The bracket before this trial, for the safeguard. */
+    long fail = search_first_fail(s), lo = search_last_fit(s, fail);
+    long hi = fail >= 0 ? fail : s->max + s->step;
+    s->width[0] = s->width[1];
+    s->how_hist[0] = s->how_hist[1];
+    s->width_failed[0] = s->width_failed[1];
+    s->width[1] = lo >= 0 ? (hi - lo) / s->step : -1;
+    s->width_failed[1] = fail >= 0;
+    s->how_hist[1] = (int)s->last_how;
+    /* A refuted confirmation above lo: the model is low by more than the
+     * gallop, which doubles.  A model trial that failed refuted the line
+     * through the current top point. */
+    if (s->last_how == SEARCH_MODEL && s->confirm > 0 && o->fit)
+        s->gallop *= 2;
+    else if (s->last_how == SEARCH_MODEL && !s->confirm)
+        s->gallop = 1;
+
     if (o->capacity_bytes > s->capacity)
         s->capacity = o->capacity_bytes;
-    search_push(s, o->value, o->fit, 0, o->need_bytes);
+    search_push(s, o, 0);
     if (before == 1 && !last && larger > o->value) {
         /* This was the re-test of a contradiction: remember it. */
         struct search_contradiction *c = realloc(s->contra, (s->ncontra + 1) * sizeof *c);
@@ -286,7 +366,7 @@ void search_record(struct search *s, const struct search_obs *o)
 
 void search_record_fit(struct search *s, long value, int fit)
 {
-    struct search_obs o = { value, fit, -1, -1 };
+    struct search_obs o = { value, fit, -1, -1, 0, 0 };
     search_record(s, &o);
 }
 
@@ -296,5 +376,5 @@ void search_infer(struct search *s, const struct search_obs *o)
         s->capacity = o->capacity_bytes;
     if (o->value < s->min || o->value > s->max || (o->value - s->min) % s->step)
         return;
-    search_push(s, o->value, o->fit, 1, o->need_bytes);
+    search_push(s, o, 1);
 }

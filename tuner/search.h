@@ -2,28 +2,39 @@
  * search: find the largest micro-batch that fits, on a grid of sizes,
  * with as few trials as the evidence allows.
  *
- * The candidates are the grid MIN, MIN+STEP, ... up to MAX.  Three ways
+ * The candidates are the grid MIN, MIN+STEP, ... up to MAX.  The bracket
+ * is (lo, hi): lo the largest size seen to fit below every failure, hi
+ * the smallest seen to fail (MAX+STEP while nothing failed).  Three ways
  * of choosing the next size, in order of preference:
  *
- *   1. Model jump.  Every observation that carries a memory figure (a
- *      fit's measured peak, or an OOM's "in use + tried to allocate" from
- *      PyTorch's message) is a point (size, bytes needed).  With a known
- *      capacity, the line through the two ends of the bracket (when both
- *      carry figures), else a least-squares line over all points of two or
- *      more sizes, predicts the boundary, and the search proposes the
- *      untried grid size at the prediction, clamped inside the open
- *      bracket: when the prediction sits at an end of the bracket, the
- *      size next to that end, so that a right guess is confirmed by one
- *      more trial.  A clamped guess that does not end the search is not
- *      repeated, and there are at most two model proposals in a row:
- *      then one bisection step, so that a wrong model costs a bounded
- *      number of trials.
- *   2. Ramp.  With nothing failed yet and no model: double from MIN, so
- *      that a huge range does not open with a doomed trial.
- *   3. Bisection between the largest size seen to fit and the smallest
- *      seen to fail.
- * Without memory figures this is ramp-then-bisect: at most about
- * 2*log2(range) trials.
+ *   1. Model.  A fit's memory figure (its measured peak) is a point
+ *      (size, bytes needed) on the memory line.  An OOM's figure (device
+ *      memory in use plus the allocation that failed, from PyTorch's
+ *      message) is not: the step failed part-way, often before the
+ *      optimizer's state existed, so it is only a lower bound just above
+ *      capacity, and it feeds nothing but the capacity.  With a capacity,
+ *      the line through the largest fit and either the memory a step
+ *      holds between steps (the in-process probe's figure: one trial is
+ *      enough) or a smaller fit predicts the boundary.  The proposal is
+ *      the predicted largest fit when it lies inside the bracket; when the
+ *      prediction sits at an end, the size GALLOP steps past that end
+ *      (1, doubled each time such a confirmation is refuted), so a right
+ *      model is confirmed by one trial and a wrong one is escaped
+ *      exponentially, not one size at a time.
+ *      Safeguarded as in Brent's method: a proposal is accepted only when
+ *      its two-trial plan (the size and its confirmation) would leave at
+ *      most a quarter of the bracket, as two bisections would, and when
+ *      the last two model trials did shrink the bracket at least that
+ *      much; otherwise one bisection step.
+ *   2. Ramp.  With nothing failed yet, no model yet, and fits that carry
+ *      figures: double from lo, so the model gets its second point
+ *      cheaply and a huge range does not open with a doomed trial.
+ *   3. Bisection between lo and hi.
+ * The search opens at MIN, a cheap fit whose figure the model can use,
+ * unless the caller says no figures will come (open_mid): then it opens
+ * in the middle of the range.  Without figures it is bisection from there
+ * on (no search is better on every boundary than bisection, which needs
+ * ceil(log2(sizes + 1)) trials), one trial more when it opened at MIN.
  *
  * Monotonicity is checked, not assumed: when a size fails although a
  * larger one fitted, the failing size is tried once more.  If it fits the
@@ -53,13 +64,17 @@ struct search_obs {
     int fit;
     double need_bytes;    /**< peak for a fit, in use + tried for an OOM; <0 unknown */
     double capacity_bytes;/**< device capacity when known (OOM message, NVML); <0 unknown */
+    double base_bytes;    /**< a fit's memory held between steps (the probe's); <=0 unknown */
+    double speed;         /**< a fit's measured samples/s; <=0 unknown */
 };
 
 struct search_probe {
     long value;
     int fit;
     int inferred;         /**< not run here: known from another cell */
-    double need_bytes;
+    double need_bytes;    /**< a fit's peak; <0 unknown (an OOM's lower bound is not kept) */
+    double base_bytes;
+    double speed;
 };
 
 struct search_contradiction {
@@ -77,10 +92,16 @@ struct search {
     struct search_contradiction *contra;
     size_t ncontra;
     double capacity;       /**< largest capacity seen; <0 unknown */
-    int use_model;         /**< 1 (default): allow model jumps */
-    int model_streak;      /**< model proposals since the last bisection */
-    int model_clamped;     /**< the last model proposal was clamped to the bracket */
-    int model_refuted;     /**< ... and did not end the search: bisect next */
+    double base;           /**< memory held between steps, the latest figure; <=0 unknown */
+    double base_hint;      /**< the line's intercept from another cell (space.c); <=0 none */
+    int use_model;         /**< 1 (default): allow model proposals */
+    int open_mid;          /**< no memory figures to come: open in the middle, bisect throughout */
+    int nramp;             /**< ramp steps proposed */
+    long gallop;           /**< grid steps past a bracket end for the next confirmation */
+    int confirm;           /**< the last proposal confirmed an end: +1 above lo, -1 below hi */
+    long width[2];         /**< bracket width (grid steps) before the last two trials */
+    int how_hist[2];       /**< ... how those two were chosen (enum search_how) */
+    int width_failed[2];   /**< ... and whether a failure bounded the bracket then */
     enum search_how last_how; /**< how the last proposal was chosen */
 };
 
@@ -120,8 +141,9 @@ int search_known(const struct search *s, long value);
 int search_tried(const struct search *s, long value);
 
 /**
- * The fitted memory line bytes = a + b * size, from the points with
- * memory figures; returns 0 when at least two distinct sizes gave one.
+ * The memory line bytes = a + b * size the model uses: through the
+ * largest fit with a figure and either the memory held between steps or
+ * a smaller fit; returns 0 when there is one (b > 0), -1 otherwise.
  */
 int search_model(const struct search *s, double *a, double *b);
 

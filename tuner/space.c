@@ -8,6 +8,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Extra throughput trials per cell after its max-fit. */
+#ifndef SPACE_MAX_EXTRA
+#define SPACE_MAX_EXTRA 4
+#endif
+/* A step this much slower than the clean line is slowed by memory. */
+#define SPACE_SLOW_TOL 0.03
+/* The knee is found when its bracket is this narrow (relative). */
+#ifndef SPACE_KNEE_REL
+#define SPACE_KNEE_REL 0.04
+#endif
+
 int space_init(struct space *sp, const struct space_opts *o, char *err, size_t errlen)
 {
     memset(sp, 0, sizeof *sp);
@@ -29,6 +40,7 @@ int space_init(struct space *sp, const struct space_opts *o, char *err, size_t e
             c->checkpointing = ck;
             c->fixed_micro = -1;
             c->seeds[0] = c->seeds[1] = -1;
+            c->seed_max_fit = c->seed_fastest = -1;
             long lo = o->batch_min, hi = o->batch_max, step = o->batch_step;
             if (o->global_batch > 0) {
                 long per = c->grad_accum * world;
@@ -45,6 +57,7 @@ int space_init(struct space *sp, const struct space_opts *o, char *err, size_t e
                 return -1;
             }
             c->search.use_model = o->use_model;
+            c->search.open_mid = o->open_mid;
             sp->ncells++;
         }
     }
@@ -107,6 +120,203 @@ static int space_measured_in(const struct cell *c, long lo, long hi)
     return 0;
 }
 
+/* The grid size at or below v, within the cell's range. */
+static long space_snap(const struct cell *c, double v)
+{
+    const struct search *s = &c->search;
+    if (v <= (double)s->min)
+        return s->min;
+    if (v >= (double)s->max)
+        return s->max;
+    return s->min + (long)((v - (double)s->min) / (double)s->step) * s->step;
+}
+
+/* A measured speed of this cell at m; 0 unknown. */
+static double space_speed(const struct cell *c, long m)
+{
+    double v = 0;
+    for (size_t i = 0; i < c->search.nprobes; i++) {
+        const struct search_probe *p = &c->search.probes[i];
+        if (!p->inferred && p->fit && p->value == m && p->speed > 0)
+            v = p->speed;
+    }
+    return v;
+}
+
+/*
+ * The step-time line t(m) = t0 + t1 m of steps that feel no memory
+ * pressure: through the cell's smallest measured fit and its largest at
+ * most half the max-fit (memory pressure, if any, is near capacity).
+ * Returns 0 with the line, -1 without two such points.
+ */
+static int space_own_line(const struct cell *c, long mf, double *t0, double *t1)
+{
+    long x1 = -1, x2 = -1;
+    for (size_t i = 0; i < c->search.nprobes; i++) {
+        const struct search_probe *p = &c->search.probes[i];
+        if (p->inferred || !p->fit || p->speed <= 0 || 2 * p->value > mf)
+            continue;
+        if (x1 < 0 || p->value < x1)
+            x1 = p->value;
+        if (p->value > x2)
+            x2 = p->value;
+    }
+    if (x1 < 0 || x2 <= x1)
+        return -1;
+    double y1 = (double)x1 / space_speed(c, x1), y2 = (double)x2 / space_speed(c, x2);
+    *t1 = (y2 - y1) / (double)(x2 - x1);
+    *t0 = y1 - *t1 * (double)x1;
+    return *t1 > 0 && *t0 >= 0 ? 0 : -1;
+}
+
+/*
+ * The clean line of a cell: its own, or for a cell with checkpointing
+ * whose sizes start where the others' end, the line of the cell without
+ * it (same accumulation first) scaled by the recompute's cost, as
+ * measured at the cell's smallest fit.
+ */
+static int space_clean_line(const struct space *sp, const struct cell *c, long mf, double *t0,
+                            double *t1)
+{
+    if (!space_own_line(c, mf, t0, t1) || !c->checkpointing)
+        return space_own_line(c, mf, t0, t1);
+    /* The recompute's cost at a size far from capacity: at most half the
+     * max-fit, unless half of it fits without checkpointing (then the
+     * smallest size measured). */
+    long x1 = -1, half = c->search.min + (mf / 2 - c->search.min) / c->search.step * c->search.step;
+    for (size_t i = 0; i < c->search.nprobes; i++) {
+        const struct search_probe *p = &c->search.probes[i];
+        if (!p->inferred && p->fit && p->speed > 0 && p->value < mf && (x1 < 0 || p->value < x1))
+            x1 = p->value;
+    }
+    if (x1 < 0 || (x1 > half && !space_fits_off(sp, half)))
+        return -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < sp->ncells; i++) {
+            const struct cell *o = &sp->cells[i];
+            double a, b;
+            if (o->checkpointing || (pass == 0 && o->grad_accum != c->grad_accum) ||
+                space_own_line(o, search_max_fit(&o->search), &a, &b))
+                continue;
+            double f = ((double)x1 / space_speed(c, x1)) / (a + b * (double)x1);
+            *t0 = f * a;
+            *t1 = f * b;
+            return 0;
+        }
+    return -1;
+}
+
+/* Is the step at m slower than the clean line says, beyond noise? */
+static int space_slowed(const struct cell *c, long m, double t0, double t1)
+{
+    double sp = space_speed(c, m);
+    return sp > 0 && (double)m / sp > (t0 + t1 * (double)m) * (1 + SPACE_SLOW_TOL);
+}
+
+/* One size near 90% of the max-fit, unless a fit in [80%, 100%) was
+ * measured: the second point of a cell without a knee search. */
+static long space_below(const struct cell *c, long mf)
+{
+    long below = space_snap(c, 0.9 * (double)mf);
+    long floor80 = (long)(0.8 * (double)mf);
+    return below > c->search.min && below < mf && !search_tried(&c->search, below) &&
+           !space_measured_in(c, floor80, mf) ? below : 0;
+}
+
+/*
+ * Where throughput stops improving, for a cell without checkpointing:
+ * samples/s grows with the micro-batch until memory pressure (allocator
+ * frees and retries near capacity) slows every step; the fastest size is
+ * then the largest one below that knee, or the max-fit.  The next size to
+ * measure, or 0 when the best is known within SPACE_KNEE_REL:
+ *   - without a clean step-time line yet: half the max-fit (a second
+ *     point far from capacity);
+ *   - max-fit on the line: nothing slows, the max-fit is the fastest;
+ *   - else below the break-even size b (where a clean step would be as
+ *     fast as the slowed max-fit) nothing can win; measure b first, then
+ *     bisect between the largest clean fit and the smallest slowed one.
+ */
+static long space_knee_next(const struct space *sp, const struct cell *c, long mf)
+{
+    double t0, t1;
+    int gate = c->checkpointing && !sp->o.ckpt_forced;
+    if (space_clean_line(sp, c, mf, &t0, &t1)) {
+        /* Two points for the line: half the max-fit, then a quarter;
+         * below a handful of sizes, every size.  A cell with
+         * checkpointing only where the others do not fit. */
+        for (int k = 2; k >= 1; k--) {
+            long v = space_snap(c, 0.25 * k * (double)mf);
+            if (v > c->search.min && v < mf && !search_tried(&c->search, v) &&
+                !(gate && space_fits_off(sp, v)))
+                return v;
+        }
+        for (long v = mf - c->search.step; v >= c->search.min && mf <= 4 * c->search.step + c->search.min;
+             v -= c->search.step)
+            if (!search_tried(&c->search, v) && !(gate && space_fits_off(sp, v)))
+                return v;
+        return gate ? space_below(c, mf) : 0;
+    }
+    if (!space_slowed(c, mf, t0, t1))
+        return 0;
+    long clean = -1, slowed = mf;
+    for (size_t i = 0; i < c->search.nprobes; i++) {
+        const struct search_probe *p = &c->search.probes[i];
+        if (p->inferred || !p->fit || p->speed <= 0 || p->value > mf)
+            continue;
+        if (space_slowed(c, p->value, t0, t1)) {
+            if (p->value < slowed)
+                slowed = p->value;
+        } else if (p->value > clean) {
+            clean = p->value;
+        }
+    }
+    double s_mf = space_speed(c, mf), den = 1 - s_mf * t1;
+    if (den <= 0)
+        return 0; /* no clean step could be as fast */
+    double be = s_mf * t0 / den;
+    long step = c->search.step;
+    long b = space_snap(c, be) + step; /* the first size that could win */
+    if (b >= slowed)
+        return 0;
+    /* Bisect for the knee above what is known clean or cannot win. */
+    long lo = clean > b - step ? clean : b - step;
+    if (slowed - lo <= step || (double)(slowed - lo) <= SPACE_KNEE_REL * (double)slowed)
+        return 0;
+    long mid = space_snap(c, (double)lo + (double)(slowed - lo) / 2);
+    return mid > lo && mid < slowed && !search_tried(&c->search, mid) ? mid : 0;
+}
+
+/*
+ * The next throughput point of a cell past its max-fit, or 0.  The first
+ * cell of each checkpointing setting looks for the knee (without
+ * checkpointing) or measures one size below its max-fit (with it); a
+ * later cell of the same setting (another accumulation: the same memory,
+ * about the same speed per micro-batch) measures the micro-batch that was
+ * fastest in the earlier ones, instead of repeating their search.
+ */
+static long space_points_next(const struct space *sp, const struct cell *c, long mf)
+{
+    long best = -1;
+    double best_speed = 0;
+    for (const struct cell *o = sp->cells; o < c; o++) {
+        if (o->checkpointing != c->checkpointing)
+            continue;
+        for (size_t i = 0; i < o->search.nprobes; i++) {
+            const struct search_probe *p = &o->search.probes[i];
+            if (!p->inferred && p->fit && p->speed > best_speed) {
+                best_speed = p->speed;
+                best = p->value;
+            }
+        }
+    }
+    if (best > 0)
+        return best < mf && !search_tried(&c->search, best) ? best : 0;
+    if (c->seed_fastest > 0 && c->seed_max_fit == mf) /* a confirmed warm start */
+        return c->seed_fastest < mf && !search_tried(&c->search, c->seed_fastest)
+               ? c->seed_fastest : 0;
+    return space_knee_next(sp, c, mf);
+}
+
 static int space_ran_any(const struct cell *c)
 {
     for (size_t i = 0; i < c->search.nprobes; i++)
@@ -155,13 +365,13 @@ static int space_cell_next(struct space *sp, struct cell *c, long *micro)
         *micro = mf;
         return 1;
     }
-    if (c->fixed_micro < 0) {
-        long below = c->search.min +
-                     ((long)(0.9 * (double)mf) - c->search.min) / c->search.step * c->search.step;
-        long floor80 = (long)(0.8 * (double)mf);
-        if (below > c->search.min && below < mf && !search_tried(&c->search, below) &&
-            !space_measured_in(c, floor80, mf) && !(gate && space_fits_off(sp, below))) {
-            *micro = below;
+    /* Throughput points, when the max-fit's own trial measured a speed
+     * (without one there is nothing to compare). */
+    if (c->fixed_micro < 0 && c->extra < SPACE_MAX_EXTRA && space_speed(c, mf) > 0) {
+        long v = space_points_next(sp, c, mf);
+        if (v > 0 && !(gate && space_fits_off(sp, v))) {
+            c->extra++;
+            *micro = v;
             return 1;
         }
     }
@@ -189,6 +399,14 @@ void space_record(struct space *sp, size_t i, const struct search_obs *obs)
     search_record(&src->search, obs);
     if (src->state == CELL_MEASURING && !obs->fit)
         src->state = CELL_SEARCHING; /* the boundary moved: search again */
+    /* Checkpointing changes the activations, not the weights and the
+     * optimizer's state: the line without it lends its intercept to the
+     * cells with it, so one figure there gives their line too. */
+    double a, b;
+    if (!src->checkpointing && !search_model(&src->search, &a, &b) && a > 0)
+        for (size_t j = 0; j < sp->ncells; j++)
+            if (sp->cells[j].checkpointing)
+                sp->cells[j].search.base_hint = a;
     for (size_t j = 0; j < sp->ncells; j++) {
         struct cell *c = &sp->cells[j];
         if (j == i)
@@ -218,8 +436,31 @@ void space_seed(struct space *sp, long grad_accum, int checkpointing, long max_f
     for (size_t i = 0; i < sp->ncells; i++) {
         struct cell *c = &sp->cells[i];
         if (c->grad_accum == grad_accum && c->checkpointing == checkpointing) {
-            c->seeds[0] = max_fit;
+            c->seeds[0] = c->seed_max_fit = max_fit;
             c->seeds[1] = min_fail;
         }
     }
+}
+
+void space_seed_fastest(struct space *sp, long grad_accum, int checkpointing, long fastest)
+{
+    for (size_t i = 0; i < sp->ncells; i++) {
+        struct cell *c = &sp->cells[i];
+        if (c->grad_accum == grad_accum && c->checkpointing == checkpointing)
+            c->seed_fastest = fastest;
+    }
+}
+
+long space_fastest(const struct cell *c)
+{
+    long best = -1;
+    double best_speed = 0;
+    for (size_t i = 0; i < c->search.nprobes; i++) {
+        const struct search_probe *p = &c->search.probes[i];
+        if (!p->inferred && p->fit && p->speed > best_speed) {
+            best_speed = p->speed;
+            best = p->value;
+        }
+    }
+    return best;
 }

@@ -53,6 +53,9 @@ struct cell {
     enum cell_state state;
     const char *skip_reason; /**< static text, for CELL_SKIPPED */
     long seeds[2];           /**< sizes to try first (a cached boundary); -1 none */
+    int extra;               /**< throughput trials run after the max-fit */
+    long seed_max_fit;       /**< the cached max-fit; -1 none */
+    long seed_fastest;       /**< the cached fastest micro-batch; -1 none */
 };
 
 struct space_opts {
@@ -63,6 +66,7 @@ struct space_opts {
     long global_batch;       /**< <= 0: free mode */
     long world_size;
     int use_model;           /**< allow the memory model's jumps */
+    int open_mid;            /**< no memory figures will come: bisect from the middle */
 };
 
 struct space {
@@ -87,5 +91,15 @@ void space_record(struct space *sp, size_t cell, const struct search_obs *obs);
 
 /** Seed a cell with a cached boundary: its two sizes are tried first. */
 void space_seed(struct space *sp, long grad_accum, int checkpointing, long max_fit, long min_fail);
+
+/**
+ * Seed a cell with the cached fastest micro-batch: when the cached
+ * boundary is confirmed, it is the cell's one throughput point (the knee
+ * is not searched again).
+ */
+void space_seed_fastest(struct space *sp, long grad_accum, int checkpointing, long fastest);
+
+/** The micro-batch of the cell's fastest measured fit; -1 none. */
+long space_fastest(const struct cell *c);
 
 #endif

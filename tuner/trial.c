@@ -509,6 +509,8 @@ static void trial_on_probe(void *ctx, const char *line, size_t len, int truncate
         r->peak_mem_bytes = ev.reserved;
     if (ev.allocated > r->peak_allocated_bytes)
         r->peak_allocated_bytes = ev.allocated;
+    if (ev.held > r->held_bytes)
+        r->held_bytes = ev.held;
     if (ev.vm_peak_kb >= 0 && ev.vm_peak_kb * 1024 > r->peak_vm_bytes)
         r->peak_vm_bytes = ev.vm_peak_kb * 1024;
     if (ev.batch_size > 0 && r->loader_batch < 0)
@@ -780,6 +782,7 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     r->step_time_s = r->step_time_mad_s = -1;
     r->peak_mem_bytes = -1;
     r->peak_allocated_bytes = -1;
+    r->held_bytes = -1;
     r->peak_vm_bytes = -1;
     r->probe_world = -1;
     r->loader_batch = -1;

@@ -150,6 +150,7 @@ struct trial_result {
     long loader_batch;        /**< the training DataLoader's batch size; -1 unknown */
     long loader_batches_per_step; /**< median batches fetched per optimizer step; -1 unknown */
     int64_t peak_allocated_bytes; /**< CUDA peak allocated over ranks; -1 unknown */
+    int64_t held_bytes;  /**< CUDA bytes allocated at a step's end, largest over ranks; -1 unknown */
     int64_t peak_vm_bytes;  /**< largest VmPeak of a process (probe, AUTOBATCH_VMPEAK); -1 unknown */
     char log_seen[256];       /**< what the output showed, when no step was found */
     char tail_note[300];      /**< a report/probe file given up on, or "" */

@@ -12,7 +12,7 @@
 #       torch's optimizer step hooks; "wrap": Optimizer.step wrapped, for
 #       torch < 2.0);
 #   {"ab":"step","pid":P,"rank":R,"world":W,"step":N,"t":T,
-#    "res":B,"alloc":B,"bs":S,"blen":S,"nb":K,"vm":KB}
+#    "res":B,"alloc":B,"held":B,"bs":S,"blen":S,"nb":K,"vm":KB}
 #       the N-th real optimizer step of this process finished at T
 #       (time.monotonic(), the system's CLOCK_MONOTONIC); on CUDA the
 #       step's peak bytes reserved and allocated by the caching
@@ -116,18 +116,21 @@ class _Probe(object):
         return (rank if rank is not None else 0), (world if world is not None else 1)
 
     def memory(self):
-        """Peak bytes reserved and allocated since the last step, then reset."""
+        """Peak bytes reserved and allocated since the last step, then reset;
+        and the bytes allocated now, at the step's end (weights, gradients,
+        optimizer state: what the next step starts from)."""
         try:
             cuda = self.torch.cuda
             if not cuda.is_initialized():
-                return None, None
+                return None, None, None
             dev = cuda.current_device()
             res = cuda.max_memory_reserved(dev)
             alloc = cuda.max_memory_allocated(dev)
+            held = cuda.memory_allocated(dev)
             cuda.reset_peak_memory_stats(dev)
-            return res, alloc
+            return res, alloc, held
         except Exception:
-            return None, None
+            return None, None, None
 
     # ------------------------------------------------------------ hooks
 
@@ -146,11 +149,11 @@ class _Probe(object):
         t = _monotonic()
         self.steps += 1
         rank, world = self.where()
-        res, alloc = self.memory()
+        res, alloc, held = self.memory()
         vm = _vm_kb("VmPeak") if self.vmpeak else None
         self.emit('{"ab":"step","pid":%d,"rank":%d,"world":%d,"step":%d,"t":%.6f,'
-                  '"res":%s,"alloc":%s,"bs":%s,"blen":%s,"nb":%d,"vm":%s}'
-                  % (self.pid, rank, world, self.steps, t, _num(res), _num(alloc),
+                  '"res":%s,"alloc":%s,"held":%s,"bs":%s,"blen":%s,"nb":%d,"vm":%s}'
+                  % (self.pid, rank, world, self.steps, t, _num(res), _num(alloc), _num(held),
                      _num(self.bs), _num(self.blen), self.batches, _num(vm)))
         self.batches = 0
         if self.recorder is not None:

@@ -51,7 +51,7 @@ assert_eq 5 "$(jqr '.summary.exit' "$WORK/b5.json")" "budget: summary.exit"
 awk -v t="$(jqr '.summary.wall_s' "$WORK/b5.json")" 'BEGIN { exit !(t < 4) }' \
   || fail "budget: ran $(jqr '.summary.wall_s' "$WORK/b5.json")s for a 1s budget"
 assert_no_leftovers
-"$AUTOBATCH" --quiet --batch 1:4096 --budget 2s --json "$WORK/b0.json" -- \
+"$AUTOBATCH" --quiet --batch 1:256 --budget 2s --json "$WORK/b0.json" -- \
   "$SIMTRAIN" --capacity 1T --step-overhead 60ms >"$WORK/b0.out" 2>"$WORK/b0.err" \
   || fail "budget with fits: exit $?"
 grep -q "budget ran out" "$WORK/b0.out" || fail "budget: not said: $(cat "$WORK/b0.out")"

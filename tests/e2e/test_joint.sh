@@ -37,7 +37,7 @@ assert_eq "$("$SIMTRAIN" --capacity 24G --max_steps 7 --print-max)" "$mf" "free:
 pass "free mode: largest fit $mf, fastest $(jqr '.best.micro_batch' "$WORK/f.json")"
 
 # --- headroom: a choice that leaves 30% free, judged by the memory line
-"$AUTOBATCH" --quiet --no-cache --headroom 30 --json "$WORK/h.json" -- "$SIMTRAIN" --capacity 24G >/dev/null 2>&1 \
+"$AUTOBATCH" --quiet --no-cache --headroom 30 --json "$WORK/h.json" -- "$SIMTRAIN" --capacity 24G --report >/dev/null 2>&1 \
   || fail "headroom: exit $?"
 # simtrain: need(m) = 4 GiB + m x 256 MiB <= 70% of 24 GiB  ->  m <= 51
 [ "$(jqr '.best.micro_batch' "$WORK/h.json")" -le 51 ] || fail "headroom: chose $(jqr '.best.micro_batch' "$WORK/h.json")"

@@ -23,7 +23,7 @@ static void test_step_line(void **state)
     (void)state;
     struct inproc_event ev;
     assert_int_equal(parse("{\"ab\":\"step\",\"pid\":4242,\"rank\":1,\"world\":2,\"step\":7,"
-                           "\"t\":722.842295,\"res\":2147483648,\"alloc\":1073741824,\"bs\":8,"
+                           "\"t\":722.842295,\"res\":2147483648,\"alloc\":1073741824,\"held\":536870912,\"bs\":8,"
                            "\"blen\":8,\"nb\":4}", &ev), 1);
     assert_int_equal(ev.kind, INPROC_STEP);
     assert_int_equal(ev.pid, 4242);
@@ -33,6 +33,7 @@ static void test_step_line(void **state)
     assert_true(ev.t > 722.84 && ev.t < 722.85);
     assert_int_equal(ev.reserved, 2147483648LL);
     assert_int_equal(ev.allocated, 1073741824LL);
+    assert_int_equal(ev.held, 536870912LL);
     assert_int_equal(ev.batch_size, 8);
     assert_int_equal(ev.batch_len, 8);
     assert_int_equal(ev.batches, 4);
@@ -45,6 +46,7 @@ static void test_nulls_are_unknown(void **state)
     assert_int_equal(parse("{\"ab\":\"step\",\"pid\":9,\"rank\":0,\"world\":1,\"step\":1,\"t\":1.5,"
                            "\"res\":null,\"alloc\":null,\"bs\":null,\"blen\":null,\"nb\":0}", &ev), 1);
     assert_int_equal(ev.reserved, -1);
+    assert_int_equal(ev.held, -1); /* absent: an older probe */
     assert_int_equal(ev.allocated, -1);
     assert_int_equal(ev.batch_size, -1);
     assert_int_equal(ev.batches, 0);

@@ -67,10 +67,12 @@ static void test_grid_with_step(void **state)
     search_release(&s);
 }
 
-static void test_ramp_starts_low(void **state)
+static void test_opening(void **state)
 {
     (void)state;
     struct search s;
+    /* Figures may come: MIN (a cheap fit for the model), a ramp of two
+     * doublings, then, the model still without a line, bisection. */
     assert_int_equal(search_init(&s, 1, 1 << 20, 1), 0);
     long v;
     assert_int_equal(search_next(&s, &v), 1);
@@ -81,7 +83,36 @@ static void test_ramp_starts_low(void **state)
     search_record_fit(&s, 2, 1);
     assert_int_equal(search_next(&s, &v), 1);
     assert_int_equal(v, 4);
+    search_record_fit(&s, 4, 1);
+    assert_int_equal(search_next(&s, &v), 1);
+    assert_int_equal(v, 4 + ((1 << 20) + 1 - 4) / 2);
     search_release(&s);
+    /* No figures to come: the middle of the range. */
+    assert_int_equal(search_init(&s, 1, 1 << 20, 1), 0);
+    s.open_mid = 1;
+    assert_int_equal(search_next(&s, &v), 1);
+    assert_int_equal(v, 1 << 19);
+    search_release(&s);
+}
+
+/* Without figures and opening in the middle, never more trials than
+ * bisection of the range (ceil(log2(sizes + 1))), on every boundary,
+ * nothing-fits and everything-fits included. */
+static void test_never_worse_than_bisection(void **state)
+{
+    (void)state;
+    for (long n = 1; n <= 300; n += 13) {
+        int bound = (int)ceil(log2((double)n + 1));
+        for (long limit = 0; limit <= n; limit++) {
+            struct search s;
+            assert_int_equal(search_init(&s, 1, n, 1), 0);
+            s.open_mid = 1;
+            int t = run_to_end(&s, limit);
+            assert_true(t <= bound);
+            assert_int_equal(search_max_fit(&s), limit ? limit : -1);
+            search_release(&s);
+        }
+    }
 }
 
 static void test_nothing_fits_and_bounded(void **state)
@@ -150,7 +181,7 @@ static int run_with_memory(struct search *s, double base, double per, double cap
         assert_false(search_tried(s, v) && s->last_how != SEARCH_RETEST);
         trials++;
         double need = base + per * (double)v;
-        struct search_obs o = { v, need <= cap, need, cap };
+        struct search_obs o = { v, need <= cap, need, cap, 0, 0 };
         search_record(s, &o);
     }
     return trials;
@@ -193,7 +224,7 @@ static void test_wrong_model_is_bounded(void **state)
         int trials = 0;
         while (search_next(&s, &v)) {
             trials++;
-            struct search_obs o = { v, v <= limit, 1e9 + (double)(v % 7) * 1e6, 2e9 };
+            struct search_obs o = { v, v <= limit, 1e9 + (double)(v % 7) * 1e6, 2e9, 0, 0 };
             search_record(&s, &o);
         }
         assert_int_equal(search_max_fit(&s), limit);
@@ -207,7 +238,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_boundary_every_limit),
         cmocka_unit_test(test_grid_with_step),
-        cmocka_unit_test(test_ramp_starts_low),
+        cmocka_unit_test(test_opening),
+        cmocka_unit_test(test_never_worse_than_bisection),
         cmocka_unit_test(test_nothing_fits_and_bounded),
         cmocka_unit_test(test_contradiction_is_retested_once),
         cmocka_unit_test(test_model_jumps),

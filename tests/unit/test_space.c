@@ -15,9 +15,21 @@
 
 struct sim {
     double base, per_off, per_on, cap;
+    /* step time t0 + t1 m, times slow above 90% of capacity; t1 0: no speeds */
+    double t0, t1, slow;
     int trials;
     long ran[64][3]; /* micro, accum, ckpt */
 };
+
+static double sim_speed(const struct sim *s, long m, int ckpt)
+{
+    if (s->t1 <= 0)
+        return 0;
+    double t = s->t0 + s->t1 * (double)m;
+    if (s->base + (double)m * (ckpt ? s->per_on : s->per_off) > 0.9 * s->cap)
+        t *= s->slow;
+    return (double)m / t;
+}
 
 static int sim_fits(const struct sim *s, long m, int ckpt)
 {
@@ -36,8 +48,9 @@ static void sim_run(struct space *sp, struct sim *s, int with_memory)
         s->ran[s->trials][2] = c->checkpointing;
         s->trials++;
         double need = s->base + (double)m * (c->checkpointing ? s->per_on : s->per_off);
-        struct search_obs o = { m, sim_fits(s, m, c->checkpointing),
-                                with_memory ? need : -1, with_memory ? s->cap : -1 };
+        int fit = sim_fits(s, m, c->checkpointing);
+        struct search_obs o = { m, fit, with_memory ? need : -1, with_memory ? s->cap : -1, 0,
+                                fit ? sim_speed(s, m, c->checkpointing) : 0 };
         space_record(sp, ci, &o);
     }
 }
@@ -92,21 +105,52 @@ static void test_free_mode_shares_the_boundary(void **state)
     struct space sp;
     char err[256];
     assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
-    struct sim s = { .base = 1000, .per_off = 37, .per_on = 10, .cap = 1000 + 37 * 300.5 };
+    struct sim s = { .base = 1000, .per_off = 37, .per_on = 10, .cap = 1000 + 37 * 300.5,
+                     .t0 = 1, .t1 = 0.01, .slow = 1.3 };
     sim_run(&sp, &s, 1);
     for (size_t i = 0; i < sp.ncells; i++)
         assert_int_equal(search_max_fit(&sp.cells[i].search), 300);
-    /* the other accumulation cells each ran only their measurements: the
-     * largest fit and one size near 90% of it */
-    int per_cell[3] = { 0 };
-    for (int i = 0; i < s.trials; i++)
-        per_cell[s.ran[i][1] == 1 ? 0 : s.ran[i][1] == 2 ? 1 : 2]++;
-    assert_true(per_cell[1] <= 2);
-    assert_true(per_cell[2] <= 2);
-    int saw270 = 0;
-    for (int i = 0; i < s.trials; i++)
-        saw270 |= s.ran[i][1] == 2 && s.ran[i][0] == 270;
-    assert_true(saw270);
+    /* Steps slow down above 90% of capacity: from 268 on.  The first
+     * cell finds the knee within 4%, in at most 4 throughput points. */
+    long best = -1;
+    for (int i = 0; i < s.trials; i++) {
+        long m = s.ran[i][0];
+        if (s.ran[i][1] == 1 && m <= 300 &&
+            (best < 0 || sim_speed(&s, m, 0) > sim_speed(&s, best, 0)))
+            best = m;
+    }
+    assert_true(best <= 267 && best >= 257);
+    assert_true(sp.cells[0].extra <= 4);
+    /* the other accumulation cells each ran only the largest fit and the
+     * first cell's fastest size */
+    int per_cell[3] = { 0 }, saw_best[3] = { 0 };
+    for (int i = 0; i < s.trials; i++) {
+        int k = s.ran[i][1] == 1 ? 0 : s.ran[i][1] == 2 ? 1 : 2;
+        per_cell[k]++;
+        saw_best[k] |= s.ran[i][0] == best;
+    }
+    assert_true(per_cell[1] <= 2 && per_cell[2] <= 2);
+    assert_true(saw_best[1] && saw_best[2]);
+    space_release(&sp);
+}
+
+/* Without a slowdown the largest fit is the fastest: one point for the
+ * step-time line, no knee search. */
+static void test_no_knee_no_search(void **state)
+{
+    (void)state;
+    long accum[] = { 1 };
+    struct space_opts o = { .batch_min = 1, .batch_max = 1024, .batch_step = 1,
+                            .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1,
+                            .world_size = 1, .use_model = 1 };
+    struct space sp;
+    char err[256];
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    struct sim s = { .base = 1000, .per_off = 37, .cap = 1000 + 37 * 300.5, .t0 = 1, .t1 = 0.01,
+                     .slow = 1 };
+    sim_run(&sp, &s, 1);
+    assert_int_equal(search_max_fit(&sp.cells[0].search), 300);
+    assert_true(sp.cells[0].extra <= 1);
     space_release(&sp);
 }
 
@@ -144,10 +188,10 @@ static void test_seeds_confirm_in_two_trials(void **state)
     space_seed(&sp, 1, 0, 1234, 1235);
     struct sim s = { .base = 0, .per_off = 1, .cap = 1234 };
     sim_run(&sp, &s, 0);
-    /* 1234 fits, 1235 fails, then only the measurement near 90% */
+    /* 1234 fits, 1235 fails; no speeds, so no throughput points */
     assert_int_equal(s.ran[0][0], 1234);
     assert_int_equal(s.ran[1][0], 1235);
-    assert_int_equal(s.trials, 3);
+    assert_int_equal(s.trials, 2);
     assert_int_equal(search_max_fit(&sp.cells[0].search), 1234);
     space_release(&sp);
 
@@ -165,6 +209,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_global_batch_cells),
         cmocka_unit_test(test_free_mode_shares_the_boundary),
+        cmocka_unit_test(test_no_knee_no_search),
         cmocka_unit_test(test_checkpointing_only_where_needed),
         cmocka_unit_test(test_seeds_confirm_in_two_trials),
     };

@@ -118,7 +118,7 @@ static void ab_collect_cells(const struct space *sp, struct results *res, struct
             .min_fail = search_min_fail(&c->search),
             /* With a global batch a cell has one size: "bounded" means nothing. */
             .bounded_by = c->fixed_micro < 0 && search_bounded(&c->search) ? "batch.max" : NULL,
-            .skipped = c->state == CELL_SKIPPED ? c->skip_reason : NULL,
+            .skipped = c->state == CELL_SKIPPED || c->pruned ? c->skip_reason : NULL,
             .inferred = mf >= 0 && !search_tried(&c->search, mf), .trials = own,
         };
         results_add_cell(res, &rc);
@@ -170,7 +170,7 @@ static int ab_above_boundary(const struct results_trial *t, const struct space *
  * memory.  Without any measured speed, the largest fit.  -1 when nothing
  * qualifies.
  */
-static long ab_choose(const struct results *res, const struct space *sp, const struct gpu *g,
+static long ab_choose(struct results *res, const struct space *sp, const struct gpu *g,
                       double headroom, struct progress *pg)
 {
     double cap = gpu_capacity(g);
@@ -224,6 +224,22 @@ static long ab_choose(const struct results *res, const struct space *sp, const s
         progress_note(pg, "warning: --headroom could not be checked for every candidate: no "
                           "memory figures (no NVML, no peak_mem_bytes in AUTOBATCH_REPORT, no "
                           "numbers in the OOM messages)");
+    /* The runner-up: the fastest other candidate that passed the same
+     * filters, so the choice can say by how much it won. */
+    res->runner_up = -1;
+    for (size_t i = 0; best >= 0 && i < res->ntrials; i++) {
+        const struct results_trial *t = &res->trials[i];
+        if ((long)i == best || t->outcome != TRIAL_FIT || t->samples_per_s <= 0 ||
+            ab_above_boundary(t, sp))
+            continue;
+        if (headroom > 0) {
+            double need = ab_need(t, sp);
+            if (need >= 0 && cap >= 0 && need > (1 - headroom) * cap)
+                continue;
+        }
+        if (res->runner_up < 0 || t->samples_per_s > res->trials[res->runner_up].samples_per_s)
+            res->runner_up = (long)i;
+    }
     return best;
 }
 
@@ -1300,6 +1316,21 @@ int main(int argc, char **argv)
                 status == AB_OK ? "best:" : "best so far:", b->micro_batch, b->grad_accum,
                 b->checkpointing ? "on" : "off", rate, res.ntrials, res.wall_s,
                 bounded ? "; the top of --batch fitted, raise MAX to look further" : "");
+        if (res.runner_up >= 0 && b->samples_per_s > 0) {
+            const struct results_trial *u = &res.trials[res.runner_up];
+            double sb = b->step_time_s > 0 && b->step_time_mad_s >= 0 ? b->step_time_mad_s / b->step_time_s : -1;
+            double su = u->step_time_s > 0 && u->step_time_mad_s >= 0 ? u->step_time_mad_s / u->step_time_s : -1;
+            double spread = sb > su ? sb : su;
+            char sp_text[64] = "";
+            if (sb >= 0 && su >= 0)
+                snprintf(sp_text, sizeof sp_text, "; step times vary by %.1f%%", 100 * spread);
+            fprintf(say, "autobatch: runner-up: micro_batch=%ld grad_accum=%ld checkpointing=%s, "
+                         "%.1f%% slower%s%s\n", u->micro_batch, u->grad_accum,
+                    u->checkpointing ? "on" : "off",
+                    100 * (1 - u->samples_per_s / b->samples_per_s), sp_text,
+                    sb >= 0 && su >= 0 && b->samples_per_s / u->samples_per_s - 1 <= spread
+                        ? " (within the noise)" : "");
+        }
         if (budget_hit)
             fprintf(say, "autobatch: --budget ran out; the search was not finished\n");
     } else if (status == AB_NOTHING_FITS && any_fit) {

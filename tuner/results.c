@@ -31,7 +31,7 @@ int results_init(struct results *r, char *const *argv)
     r->started_at = time(NULL);
     if (gethostname(r->hostname, sizeof r->hostname - 1))
         snprintf(r->hostname, sizeof r->hostname, "unknown");
-    r->best = -1;
+    r->best = r->runner_up = -1;
     r->global_batch = -1;
     r->world_size = 1;
     return 0;
@@ -237,6 +237,38 @@ static char *results_iso8601(time_t t, char *buf, size_t len)
     return buf;
 }
 
+/* A trial's relative spread: step-time MAD over median; -1 unknown. */
+static double results_spread(const struct results_trial *t)
+{
+    return t->step_time_s > 0 && t->step_time_mad_s >= 0 ? t->step_time_mad_s / t->step_time_s : -1;
+}
+
+/*
+ * Why the best won: the runner-up (the fastest other candidate that
+ * passed the same filters), the margin (best samples/s over the
+ * runner-up's, less 1) and the larger of the two trials' relative spreads
+ * (step-time MAD over median).  A margin within the spread is a choice
+ * the measurements cannot tell apart.  null when nothing was chosen.
+ */
+static json_t *results_choice(const struct results *r)
+{
+    if (r->best < 0)
+        return json_null();
+    const struct results_trial *b = &r->trials[r->best];
+    const struct results_trial *u = r->runner_up >= 0 && (size_t)r->runner_up < r->ntrials
+                                    ? &r->trials[r->runner_up] : NULL;
+    double margin = u && b->samples_per_s > 0 && u->samples_per_s > 0
+                    ? b->samples_per_s / u->samples_per_s - 1 : -2;
+    double sb = results_spread(b), su = u ? results_spread(u) : -1;
+    double spread = sb >= 0 && su >= 0 ? (sb > su ? sb : su) : -1;
+    return json_pack("{s:o, s:o, s:o, s:o}",
+                     "runner_up", u ? results_point(u) : json_null(),
+                     "margin", margin > -2 ? json_real(margin) : json_null(),
+                     "spread", spread >= 0 ? json_real(spread) : json_null(),
+                     "within_spread", margin > -2 && spread >= 0 ? json_boolean(margin <= spread)
+                                                                 : json_null());
+}
+
 json_t *results_to_json(const struct results *r)
 {
     char when[32];
@@ -293,6 +325,7 @@ json_t *results_to_json(const struct results *r)
     }
 
     json_t *best = r->best >= 0 ? results_point(&r->trials[r->best]) : json_null();
+
     json_t *doc = json_pack("{s:s, s:o, s:s, s:{s:s, s:[]}, s:{s:{s:I, s:I, s:I}, s:o, s:o, s:o, s:I},"
                      " s:o, s:o, s:o, s:o, s:o, s:{s:I, s:f, s:i, s:b}, s:o}",
                      "schema", "autobatch.results/1",
@@ -324,6 +357,7 @@ json_t *results_to_json(const struct results *r)
                                                   (json_int_t)r->gpus[i].total));
         json_object_set_new(doc, "config", str_or_null(r->config));
         json_object_set_new(doc, "replay", r->replay ? json_incref(r->replay) : json_null());
+        json_object_set_new(doc, "choice", results_choice(r));
     }
     return doc;
 }

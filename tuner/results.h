@@ -89,6 +89,7 @@ struct results {
     const char *teardown;    /**< "pid-namespace" or "process-tree" (static), or NULL */
     struct json_t *replay;   /**< --replay's predictions (guide_json; owned), or NULL */
     long best;               /**< index into trials, -1 when nothing chosen */
+    long runner_up;          /**< the fastest other candidate, -1 none (results_init sets it) */
     double wall_s;
     int exit_status;
     int interrupted;

@@ -286,6 +286,34 @@ static long space_knee_next(const struct space *sp, const struct cell *c, long m
     return mid > lo && mid < slowed && !search_tried(&c->search, mid) ? mid : 0;
 }
 
+/* The fastest measured speed over every cell; 0 none. */
+static double space_best_speed(const struct space *sp)
+{
+    double best = 0;
+    for (size_t i = 0; i < sp->ncells; i++)
+        for (size_t k = 0; k < sp->cells[i].search.nprobes; k++) {
+            const struct search_probe *p = &sp->cells[i].search.probes[k];
+            if (!p->inferred && p->fit && p->speed > best)
+                best = p->speed;
+        }
+    return best;
+}
+
+/*
+ * Can a cell with checkpointing not beat the fastest point measured so
+ * far at any size up to top?  Its clean step-time line (the line without
+ * checkpointing times the recompute's measured cost) bounds its speed,
+ * which grows with the size, so the bound is at top.  1: prune it.
+ */
+static int space_cannot_win(const struct space *sp, const struct cell *c, long top)
+{
+    double t0, t1, best = space_best_speed(sp);
+    if (!c->checkpointing || c->fixed_micro > 0 || best <= 0 || top < c->search.min ||
+        space_clean_line(sp, c, top, &t0, &t1))
+        return 0;
+    return (double)top / (t0 + t1 * (double)top) <= best;
+}
+
 /*
  * The next throughput point of a cell past its max-fit, or 0.  The first
  * cell of each checkpointing setting looks for the knee (without
@@ -311,6 +339,8 @@ static long space_points_next(const struct space *sp, const struct cell *c, long
     }
     if (best > 0)
         return best < mf && !search_tried(&c->search, best) ? best : 0;
+    if (space_cannot_win(sp, c, mf))
+        return 0; /* no size of this cell can beat the fastest point */
     if (c->seed_fastest > 0 && c->seed_max_fit == mf) /* a confirmed warm start */
         return c->seed_fastest < mf && !search_tried(&c->search, c->seed_fastest)
                ? c->seed_fastest : 0;
@@ -340,7 +370,15 @@ static int space_cell_next(struct space *sp, struct cell *c, long *micro)
         }
     }
     if (c->state == CELL_SEARCHING) {
-        long v;
+        long v, fail = search_min_fail(&c->search);
+        long top = fail >= 0 ? fail - c->search.step : c->search.max;
+        if (space_cannot_win(sp, c, top)) {
+            c->state = space_ran_any(c) ? CELL_DONE : CELL_SKIPPED;
+            c->pruned = 1;
+            c->skip_reason = "pruned: by the step-time line, no size it could fit would beat the "
+                             "fastest point measured";
+            return 0;
+        }
         if (search_next(&c->search, &v)) {
             *micro = v;
             return 1;

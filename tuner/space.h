@@ -51,9 +51,10 @@ struct cell {
     long fixed_micro;        /**< global-batch mode: the one size; -1 in free mode */
     struct search search;
     enum cell_state state;
-    const char *skip_reason; /**< static text, for CELL_SKIPPED */
+    const char *skip_reason; /**< static text, for CELL_SKIPPED or a pruned cell */
     long seeds[2];           /**< sizes to try first (a cached boundary); -1 none */
     int extra;               /**< throughput trials run after the max-fit */
+    int pruned;              /**< its search stopped: it could not beat the fastest point */
     long seed_max_fit;       /**< the cached max-fit; -1 none */
     long seed_fastest;       /**< the cached fastest micro-batch; -1 none */
 };

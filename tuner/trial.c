@@ -114,6 +114,14 @@ static void series_add(struct series *s, double t, long step)
 {
     if (s->n && step <= s->step[s->n - 1])
         return; /* only progress counts */
+    if (s->n && t <= s->t[s->n - 1]) {
+        /* Lines of one read share its time: several steps (tqdm redraws
+         * the trainer wrote faster than we read) arrived together, and
+         * only the last is known to be done by then.  One point, or the
+         * steps between would count as taking no time. */
+        s->step[s->n - 1] = step;
+        return;
+    }
     if (s->n) {
         double since = t - s->t[0];
         double most = (since > 0 ? since : 0) * TRIAL_STEPS_PER_S + TRIAL_STEPS_SLACK;

@@ -325,6 +325,23 @@ static void test_steps_end_a_fit(void **state)
     assert_true(res.step_time_s > 0.01 && res.step_time_s < 1.0);
 }
 
+/* A trainer that redraws its bar faster than we read: three redraws in
+ * one write every 0.1 s.  The steps of one read share its time; they
+ * took 0.1 s together, not 0.1 s and then nothing (the median step time
+ * came out 0: samples/s without bound). */
+static void test_redraws_read_together(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    o.target_steps = 15;
+    o.warmup_steps = 3;
+    run_sh("i=0; while :; do printf ' %d/300 [00:01<00:10,  30it/s]\r %d/300 [00:01<00:10,  30it/s]"
+           "\r %d/300 [00:01<00:10,  30it/s]\r' $((i+1)) $((i+2)) $((i+3)) >&2; i=$((i+3)); "
+           "sleep 0.1; done", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_true(res.step_time_s > 0.02 && res.step_time_s < 0.08);
+}
+
 /* A report line that claims 10^8 or 2^61 steps sizes nothing and makes
  * no fit: steps count only as fast as a trial can run them. */
 static void test_absurd_step_numbers_ignored(void **state)
@@ -501,6 +518,7 @@ int main(void)
         cmocka_unit_test(test_kernel_oom_kill),
         cmocka_unit_test(test_hang_and_timeout),
         cmocka_unit_test(test_steps_end_a_fit),
+        cmocka_unit_test(test_redraws_read_together),
         cmocka_unit_test(test_report_file_is_authoritative),
         cmocka_unit_test(test_absurd_step_numbers_ignored),
         cmocka_unit_test(test_noisy_trial_runs_longer),

@@ -30,11 +30,29 @@ static size_t lbuf_room(struct lbuf *b, size_t want)
     return want;
 }
 
-static void lbuf_deliver(struct lbuf *b, lbuf_line_fn fn, void *ctx, int truncated)
+static void lbuf_deliver(struct lbuf *b, lbuf_line_fn fn, void *ctx, int flags)
 {
     if (b->len)
-        fn(ctx, b->buf, b->len, truncated);
+        fn(ctx, b->buf, b->len, flags);
     b->len = 0;
+}
+
+/* The bytes before the first digit: a progress bar's description, the
+ * same in each of its redraws. */
+static size_t lbuf_head(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (s[i] < '0' || s[i] > '9'))
+        i++;
+    return i;
+}
+
+/* Does the line next (len bytes, ending in '\r') redraw the same bar as
+ * the line held in b? */
+static int lbuf_same_bar(const struct lbuf *b, const char *next, size_t len)
+{
+    size_t h = lbuf_head(b->buf, b->len);
+    return len > h && h < b->len && lbuf_head(next, len) == h && !memcmp(b->buf, next, h);
 }
 
 void lbuf_feed(struct lbuf *b, const char *data, size_t n, lbuf_line_fn fn, void *ctx)
@@ -64,14 +82,22 @@ void lbuf_feed(struct lbuf *b, const char *data, size_t n, lbuf_line_fn fn, void
             if (take < piece) {
                 /* Over the cap (or out of memory): deliver what we have
                  * now and skip the rest of this line. */
-                lbuf_deliver(b, fn, ctx, 1);
+                lbuf_deliver(b, fn, ctx, LBUF_TRUNCATED);
                 b->skipping = 1;
             }
         }
         if (j < n) {
-            /* A line end: deliver and start afresh. */
+            /* A line end: deliver and start afresh.  A '\r' whose next
+             * line in this chunk redraws the same bar is superseded. */
+            int flags = 0;
+            if (data[j] == '\r' && !b->skipping && b->len) {
+                cr = j + 1 < n ? memchr(data + j + 1, '\r', n - j - 1) : NULL;
+                if (cr && (!nl || nl <= data + j || cr < nl) &&
+                    lbuf_same_bar(b, data + j + 1, (size_t)(cr - (data + j + 1))))
+                    flags = LBUF_SUPERSEDED;
+            }
             if (!b->skipping)
-                lbuf_deliver(b, fn, ctx, 0);
+                lbuf_deliver(b, fn, ctx, flags);
             b->skipping = 0;
             b->len = 0;
             j++;

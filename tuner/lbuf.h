@@ -18,8 +18,20 @@
 
 #include <stddef.h>
 
-/** Called for each line: not NUL-terminated beyond len, no line end. */
-typedef void (*lbuf_line_fn)(void *ctx, const char *line, size_t len, int truncated);
+/** A flag of a delivered line: it was cut at the cap. */
+#define LBUF_TRUNCATED 1
+/**
+ * A flag of a delivered line: it ended in '\r' and the same chunk holds
+ * the next redraw of the same progress bar (the next line also ends in
+ * '\r' and the two agree up to their first digit).  A reader that only
+ * wants the bar's latest state may skip it: what it says, the next line
+ * says later, in the same read.
+ */
+#define LBUF_SUPERSEDED 2
+
+/** Called for each line: not NUL-terminated beyond len, no line end;
+ *  flags: LBUF_TRUNCATED, LBUF_SUPERSEDED. */
+typedef void (*lbuf_line_fn)(void *ctx, const char *line, size_t len, int flags);
 
 struct lbuf {
     char *buf;      /**< bytes of the line being built (owned) */

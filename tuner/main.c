@@ -928,11 +928,14 @@ int main(int argc, char **argv)
     /* The trainer's own step limit: far above anything a trial runs
      * (warm-up, measured steps, a noisy trial's extension), so it never
      * reaches its end-of-run save and evaluation; autobatch ends the
-     * trial itself. */
+     * trial itself.  AUTOBATCH_MAX_STEPS is the most a trial may measure:
+     * warm-up, the steps, and a noisy trial's extension (twice --steps),
+     * so a trainer that stops itself there leaves room for the extension;
+     * a steady trial is stopped by autobatch at warm-up + steps. */
     long step_limit = 100 + 10 * (plan.warmup + 3 * plan.steps);
     struct inject_ctx ctx = {
         .preset = &setup.preset, .set_checkpointing = plan.checkpointing_searched,
-        .max_steps = plan.warmup + plan.steps, .step_limit = step_limit,
+        .max_steps = plan.warmup + 3 * plan.steps, .step_limit = step_limit,
         .world_size = plan.world_size,
         .probe_dir = plan.no_probe ? NULL : probe_dir,
         .config_path = setup.have_config ? setup.config_path : NULL,

@@ -31,7 +31,7 @@ pass "env preset"
   'env | grep ^AUTOBATCH_ | sort > "$0"; echo "{\"step\": 1, \"samples\": 2, \"time\": 1}" >> "$AUTOBATCH_REPORT"' \
   "$WORK/vars" >/dev/null 2>&1 || fail "vars: exit $?"
 for v in AUTOBATCH_TRIAL=1 AUTOBATCH_MICRO_BATCH=2 AUTOBATCH_GRAD_ACCUM=1 \
-         AUTOBATCH_CHECKPOINTING=0 AUTOBATCH_MAX_STEPS=1; do
+         AUTOBATCH_CHECKPOINTING=0 AUTOBATCH_MAX_STEPS=3; do  # warm-up + 3 x --steps
   grep -qx "$v" "$WORK/vars" || fail "vars: $v missing: $(cat "$WORK/vars")"
 done
 grep -q '^AUTOBATCH_REPORT=/' "$WORK/vars" || fail "vars: AUTOBATCH_REPORT"

@@ -8,6 +8,7 @@
  * Exit statuses are those of DESIGN.md 2.4 (enum ab_exit below).
  */
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <libgen.h>
@@ -195,7 +196,9 @@ static long ab_choose(struct results *res, const struct space *sp, const struct 
             continue;
         }
         const struct results_trial *b = &res->trials[best];
-        double st = t->samples_per_s, sb = b->samples_per_s;
+        if (results_same_config(t, b))
+            continue;
+        double st = results_speed(res, t), sb = results_speed(res, b);
         int faster, tie;
         if (st < 0 || sb < 0) {
             /* No speeds: the larger micro-batch, then without
@@ -220,7 +223,7 @@ static long ab_choose(struct results *res, const struct space *sp, const struct 
             best = (long)i;
         }
     }
-    if (unchecked)
+    if (unchecked && pg)
         progress_note(pg, "warning: --headroom could not be checked for every candidate: no "
                           "memory figures (no NVML, no peak_mem_bytes in AUTOBATCH_REPORT, no "
                           "numbers in the OOM messages)");
@@ -229,18 +232,58 @@ static long ab_choose(struct results *res, const struct space *sp, const struct 
     res->runner_up = -1;
     for (size_t i = 0; best >= 0 && i < res->ntrials; i++) {
         const struct results_trial *t = &res->trials[i];
-        if ((long)i == best || t->outcome != TRIAL_FIT || t->samples_per_s <= 0 ||
-            ab_above_boundary(t, sp))
+        if (t->outcome != TRIAL_FIT || t->samples_per_s <= 0 || ab_above_boundary(t, sp) ||
+            results_same_config(t, &res->trials[best]))
             continue;
         if (headroom > 0) {
             double need = ab_need(t, sp);
             if (need >= 0 && cap >= 0 && need > (1 - headroom) * cap)
                 continue;
         }
-        if (res->runner_up < 0 || t->samples_per_s > res->trials[res->runner_up].samples_per_s)
+        if (res->runner_up < 0 || results_speed(res, t) > results_speed(res, &res->trials[res->runner_up]))
             res->runner_up = (long)i;
     }
     return best;
+}
+
+/* A trial's relative spread (step-time MAD over median); -1 unknown. */
+static double ab_spread(const struct results_trial *t)
+{
+    return t->step_time_s > 0 && t->step_time_mad_s >= 0 ? t->step_time_mad_s / t->step_time_s : -1;
+}
+
+/*
+ * When the choice and its runner-up are within their measured spread and
+ * either was noisy (MAD over 10% of the median step, after any
+ * extension), queue one more trial of each: a noisy measurement does not
+ * decide alone.  Their samples/s are then pooled (results_speed).
+ * Returns the trials queued.
+ */
+static int ab_repeat_noisy(struct results *res, const struct space *sp_c, const struct gpu *g,
+                           double headroom, struct progress *pg)
+{
+    struct space *sp = (struct space *)sp_c;
+    long best = ab_choose(res, sp, g, headroom, NULL);
+    if (best < 0 || res->runner_up < 0)
+        return 0;
+    const struct results_trial *b = &res->trials[best], *u = &res->trials[res->runner_up];
+    double vb = results_speed(res, b), vu = results_speed(res, u);
+    double sb = ab_spread(b), su = ab_spread(u), spread = sb > su ? sb : su;
+    if (vb <= 0 || vu <= 0 || spread < 0 || vb / vu - 1 > spread || (sb <= 0.10 && su <= 0.10))
+        return 0;
+    int queued = 0;
+    const struct results_trial *fin[2] = { b, u };
+    for (int k = 0; k < 2; k++)
+        for (size_t i = 0; i < sp->ncells; i++)
+            if (sp->cells[i].grad_accum == fin[k]->grad_accum &&
+                sp->cells[i].checkpointing == fin[k]->checkpointing &&
+                !space_request(sp, i, fin[k]->micro_batch))
+                queued++;
+    if (queued)
+        progress_note(pg, "micro_batch=%ld and %ld differ by %.1f%%, within their step-time "
+                          "spread (%.1f%%): measuring both again", b->micro_batch,
+                      u->micro_batch, 100 * (vb / vu - 1), 100 * spread);
+    return queued;
 }
 
 /* --------------------------------------------------------------- setup */
@@ -1063,7 +1106,17 @@ int main(int argc, char **argv)
         return AB_USAGE;
     }
 
-    while (!ab_interrupted && space_next(&space, &ci, &value)) {
+    int repeated = 0;
+    for (;;) {
+        if (ab_interrupted || !space_next(&space, &ci, &value)) {
+            /* The finalists measured again, once, when noise could have
+             * decided between them. */
+            if (repeated || ab_interrupted ||
+                !ab_repeat_noisy(&res, &space, &gpu, plan.headroom, &pg))
+                break;
+            repeated = 1;
+            continue;
+        }
         const struct cell *cell = &space.cells[ci];
         int recording = plan.replay && guide_next(&guide, &space, ci, &value);
         double left = plan.budget_s > 0 ? plan.budget_s - (ab_now() - t0) : 0;
@@ -1196,7 +1249,7 @@ int main(int argc, char **argv)
             .peak_mem_bytes = peak,
             .evidence = tr->outcome == TRIAL_FIT || !tr->evidence[0] ? NULL : tr->evidence,
             .signature = tr->outcome == TRIAL_OOM ? (char *)tr->oom_name : NULL,
-            .retest = search_tried(&cell->search, value),
+            .retest = space.from_request || search_tried(&cell->search, value),
             .steps_from = trial_steps_from_name(tr->steps_from),
             .probe_processes = tr->probe_processes, .probe_world = tr->probe_world,
             .loader_batch = tr->loader_batch, .batches_per_step = tr->loader_batches_per_step,
@@ -1313,7 +1366,7 @@ int main(int argc, char **argv)
         const struct results_trial *b = &res.trials[res.best];
         char rate[64] = "";
         if (b->samples_per_s > 0)
-            snprintf(rate, sizeof rate, ", %.1f %s/s", b->samples_per_s, setup.unit);
+            snprintf(rate, sizeof rate, ", %.1f %s/s", results_speed(&res, b), setup.unit);
         fprintf(say, "autobatch: %s micro_batch=%ld grad_accum=%ld checkpointing=%s%s "
                      "(%zu trials, %.1fs)%s\n",
                 status == AB_OK ? "best:" : "best so far:", b->micro_batch, b->grad_accum,
@@ -1327,12 +1380,12 @@ int main(int argc, char **argv)
             char sp_text[64] = "";
             if (sb >= 0 && su >= 0)
                 snprintf(sp_text, sizeof sp_text, "; step times vary by %.1f%%", 100 * spread);
+            double vb = results_speed(&res, b), vu = results_speed(&res, u);
             fprintf(say, "autobatch: runner-up: micro_batch=%ld grad_accum=%ld checkpointing=%s, "
-                         "%.1f%% slower%s%s\n", u->micro_batch, u->grad_accum,
-                    u->checkpointing ? "on" : "off",
-                    100 * (1 - u->samples_per_s / b->samples_per_s), sp_text,
-                    sb >= 0 && su >= 0 && b->samples_per_s / u->samples_per_s - 1 <= spread
-                        ? " (within the noise)" : "");
+                         "%.1f%% %s%s%s\n", u->micro_batch, u->grad_accum,
+                    u->checkpointing ? "on" : "off", 100 * fabs(1 - vu / vb),
+                    vu > vb ? "faster (a tie within 1%, which goes to less memory)" : "slower",
+                    sp_text, sb >= 0 && su >= 0 && vb / vu - 1 <= spread ? " (within the noise)" : "");
         }
         if (budget_hit)
             fprintf(say, "autobatch: --budget ran out; the search was not finished\n");

@@ -237,6 +237,26 @@ static char *results_iso8601(time_t t, char *buf, size_t len)
     return buf;
 }
 
+int results_same_config(const struct results_trial *a, const struct results_trial *b)
+{
+    return a->micro_batch == b->micro_batch && a->grad_accum == b->grad_accum &&
+           a->checkpointing == b->checkpointing;
+}
+
+double results_speed(const struct results *r, const struct results_trial *t)
+{
+    double sum = 0;
+    int n = 0;
+    for (size_t i = 0; i < r->ntrials; i++) {
+        const struct results_trial *o = &r->trials[i];
+        if (o->outcome == TRIAL_FIT && o->samples_per_s > 0 && results_same_config(o, t)) {
+            sum += o->samples_per_s;
+            n++;
+        }
+    }
+    return n ? sum / n : -1;
+}
+
 /* A trial's relative spread: step-time MAD over median; -1 unknown. */
 static double results_spread(const struct results_trial *t)
 {
@@ -246,7 +266,7 @@ static double results_spread(const struct results_trial *t)
 /*
  * Why the best won: the runner-up (the fastest other candidate that
  * passed the same filters), the margin (best samples/s over the
- * runner-up's, less 1) and the larger of the two trials' relative spreads
+ * runner-up's, less 1, each pooled over its measurements) and the larger of the two trials' relative spreads
  * (step-time MAD over median).  A margin within the spread is a choice
  * the measurements cannot tell apart.  null when nothing was chosen.
  */
@@ -257,8 +277,8 @@ static json_t *results_choice(const struct results *r)
     const struct results_trial *b = &r->trials[r->best];
     const struct results_trial *u = r->runner_up >= 0 && (size_t)r->runner_up < r->ntrials
                                     ? &r->trials[r->runner_up] : NULL;
-    double margin = u && b->samples_per_s > 0 && u->samples_per_s > 0
-                    ? b->samples_per_s / u->samples_per_s - 1 : -2;
+    double vb = results_speed(r, b), vu = u ? results_speed(r, u) : -1;
+    double margin = u && vb > 0 && vu > 0 ? vb / vu - 1 : -2;
     double sb = results_spread(b), su = u ? results_spread(u) : -1;
     double spread = sb >= 0 && su >= 0 ? (sb > su ? sb : su) : -1;
     return json_pack("{s:o, s:o, s:o, s:o}",

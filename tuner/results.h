@@ -105,6 +105,16 @@ int results_add_trial(struct results *r, const struct results_trial *t);
 int results_add_cell(struct results *r, const struct results_cell *c);
 int results_add_contradiction(struct results *r, const struct results_contradiction *c);
 
+/** Two trials of one configuration (micro-batch, accumulation, checkpointing)? */
+int results_same_config(const struct results_trial *a, const struct results_trial *b);
+
+/**
+ * A fit's samples/s pooled over every measured fit of its configuration
+ * (the mean: a size measured again because it was noisy decides once, not
+ * by its luckiest run); -1 unknown.
+ */
+double results_speed(const struct results *r, const struct results_trial *t);
+
 /**
  * Indices (into r->trials) of the Pareto frontier over fitting trials:
  * samples/s up, peak memory down (the micro-batch, then checkpointing on,

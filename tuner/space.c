@@ -417,8 +417,26 @@ static int space_cell_next(struct space *sp, struct cell *c, long *micro)
     return 0;
 }
 
+int space_request(struct space *sp, size_t cell, long micro)
+{
+    if (sp->nreq >= SPACE_MAX_REQUESTS || cell >= sp->ncells)
+        return -1;
+    sp->req[sp->nreq].cell = cell;
+    sp->req[sp->nreq].micro = micro;
+    sp->nreq++;
+    return 0;
+}
+
 int space_next(struct space *sp, size_t *cell, long *micro)
 {
+    sp->from_request = 0;
+    if (sp->nreq) {
+        *cell = sp->req[0].cell;
+        *micro = sp->req[0].micro;
+        memmove(sp->req, sp->req + 1, --sp->nreq * sizeof sp->req[0]);
+        sp->from_request = 1;
+        return 1;
+    }
     for (; sp->cur < sp->ncells; sp->cur++) {
         struct cell *c = &sp->cells[sp->cur];
         if (c->state == CELL_DONE || c->state == CELL_SKIPPED)

@@ -70,11 +70,16 @@ struct space_opts {
     int open_mid;            /**< no memory figures will come: bisect from the middle */
 };
 
+#define SPACE_MAX_REQUESTS 4
+
 struct space {
     struct space_opts o;
     struct cell *cells;
     size_t ncells;
     size_t cur;              /**< the cell being worked on */
+    struct { size_t cell; long micro; } req[SPACE_MAX_REQUESTS]; /**< repeats asked for */
+    size_t nreq;
+    int from_request;        /**< the last space_next answered a request */
 };
 
 /**
@@ -86,6 +91,13 @@ void space_release(struct space *sp);
 
 /** The next trial: returns 1 with *cell and *micro set, 0 when all is done. */
 int space_next(struct space *sp, size_t *cell, long *micro);
+
+/**
+ * Ask for one more trial of a size a cell already ran (a noisy
+ * measurement measured again); space_next answers requests first.
+ * Returns 0, or -1 when the queue is full.
+ */
+int space_request(struct space *sp, size_t cell, long micro);
 
 /** Record a trial's outcome for a cell; shares it with the other cells. */
 void space_record(struct space *sp, size_t cell, const struct search_obs *obs);

@@ -43,3 +43,17 @@ assert_no_leftovers() {
 
 # jq on the results file
 jqr() { jq -r "$1" "$2"; }
+
+# The choice is the fastest fit: no configuration is more than 1% faster
+# (a configuration measured again counts with the mean of its runs, as
+# autobatch pools them).  assert_best_is_fastest FILE WHAT
+assert_best_is_fastest() {
+  jq -e --argjson best "$(jq -c '.best' "$1")" '
+    [.trials[] | select(.outcome == "fit" and .samples_per_s != null)]
+    | group_by([.micro_batch, .grad_accum, .checkpointing])
+    | map({k: [.[0].micro_batch, .[0].grad_accum, .[0].checkpointing],
+           v: (map(.samples_per_s) | add / length)}) as $c
+    | ($c | map(.v) | max) as $m
+    | ($c[] | select(.k == [$best.micro_batch, $best.grad_accum, $best.checkpointing]) | .v)
+      * 1.01 >= $m' "$1" >/dev/null || fail "$2: best is not the fastest fit"
+}

@@ -1298,6 +1298,8 @@ int main(int argc, char **argv)
         struct search_obs obs = {
             .value = value, .fit = tr->outcome == TRIAL_FIT, .need_bytes = -1,
             .capacity_bytes = gpu_capacity(&gpu), .speed = tr->outcome == TRIAL_FIT ? sps : -1,
+            .spread = tr->step_time_s > 0 && tr->step_time_mad_s >= 0
+                      ? tr->step_time_mad_s / tr->step_time_s : 0,
         };
         if (obs.fit && peak > 0)
             obs.need_bytes = (double)peak;

@@ -320,7 +320,7 @@ static void search_push(struct search *s, const struct search_obs *o, int inferr
     /* An OOM's figure is a lower bound, not a point on the line. */
     s->probes[s->nprobes++] = (struct search_probe){
         o->value, o->fit, inferred, o->fit ? o->need_bytes : -1,
-        o->fit ? o->base_bytes : 0, o->fit ? o->speed : 0,
+        o->fit ? o->base_bytes : 0, o->fit ? o->speed : 0, o->fit ? o->spread : 0,
     };
     if (o->fit && o->base_bytes > 0)
         s->base = o->base_bytes;
@@ -366,7 +366,7 @@ void search_record(struct search *s, const struct search_obs *o)
 
 void search_record_fit(struct search *s, long value, int fit)
 {
-    struct search_obs o = { value, fit, -1, -1, 0, 0 };
+    struct search_obs o = { value, fit, -1, -1, 0, 0, 0 };
     search_record(s, &o);
 }
 

@@ -66,6 +66,7 @@ struct search_obs {
     double capacity_bytes;/**< device capacity when known (OOM message, NVML); <0 unknown */
     double base_bytes;    /**< a fit's memory held between steps (the probe's); <=0 unknown */
     double speed;         /**< a fit's measured samples/s; <=0 unknown */
+    double spread;        /**< ... and its step times' MAD over their median; <=0 unknown */
 };
 
 struct search_probe {
@@ -75,6 +76,7 @@ struct search_probe {
     double need_bytes;    /**< a fit's peak; <0 unknown (an OOM's lower bound is not kept) */
     double base_bytes;
     double speed;
+    double spread;
 };
 
 struct search_contradiction {

@@ -206,11 +206,18 @@ static int space_clean_line(const struct space *sp, const struct cell *c, long m
     return -1;
 }
 
-/* Is the step at m slower than the clean line says, beyond noise? */
+/* Is the step at m slower than the clean line says, beyond noise (3%,
+ * or twice the trial's own step-time spread when that is larger)? */
 static int space_slowed(const struct cell *c, long m, double t0, double t1)
 {
-    double sp = space_speed(c, m);
-    return sp > 0 && (double)m / sp > (t0 + t1 * (double)m) * (1 + SPACE_SLOW_TOL);
+    double sp = space_speed(c, m), spread = 0;
+    for (size_t i = 0; i < c->search.nprobes; i++) {
+        const struct search_probe *p = &c->search.probes[i];
+        if (!p->inferred && p->fit && p->value == m && p->spread > spread)
+            spread = p->spread;
+    }
+    double tol = 2 * spread > SPACE_SLOW_TOL ? 2 * spread : SPACE_SLOW_TOL;
+    return sp > 0 && (double)m / sp > (t0 + t1 * (double)m) * (1 + tol);
 }
 
 /* One size near 90% of the max-fit, unless a fit in [80%, 100%) was

@@ -181,7 +181,7 @@ static int run_with_memory(struct search *s, double base, double per, double cap
         assert_false(search_tried(s, v) && s->last_how != SEARCH_RETEST);
         trials++;
         double need = base + per * (double)v;
-        struct search_obs o = { v, need <= cap, need, cap, 0, 0 };
+        struct search_obs o = { v, need <= cap, need, cap, 0, 0, 0 };
         search_record(s, &o);
     }
     return trials;
@@ -224,7 +224,7 @@ static void test_wrong_model_is_bounded(void **state)
         int trials = 0;
         while (search_next(&s, &v)) {
             trials++;
-            struct search_obs o = { v, v <= limit, 1e9 + (double)(v % 7) * 1e6, 2e9, 0, 0 };
+            struct search_obs o = { v, v <= limit, 1e9 + (double)(v % 7) * 1e6, 2e9, 0, 0, 0 };
             search_record(&s, &o);
         }
         assert_int_equal(search_max_fit(&s), limit);

@@ -50,7 +50,7 @@ static void sim_run(struct space *sp, struct sim *s, int with_memory)
         double need = s->base + (double)m * (c->checkpointing ? s->per_on : s->per_off);
         int fit = sim_fits(s, m, c->checkpointing);
         struct search_obs o = { m, fit, with_memory ? need : -1, with_memory ? s->cap : -1, 0,
-                                fit ? sim_speed(s, m, c->checkpointing) : 0 };
+                                fit ? sim_speed(s, m, c->checkpointing) : 0, 0 };
         space_record(sp, ci, &o);
     }
 }

@@ -136,6 +136,11 @@ static const struct sample samples[] = {
     { "xla-alloc-request", "xla",
       "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Failed to allocate request for "
       "2.00GiB (2147483648B) on device ordinal 0" },
+    { "slurm-oom-kill", "slurm",
+      "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=42.0. Some of your processes "
+      "may have been killed by the cgroup out-of-memory handler." },
+    { "slurm-oom-kill", "slurm",
+      "slurmstepd: error: Detected 3 oom_kill events in step 7.1 cgroup." },
     { "tf-oom", "tensorflow",
       "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
       "tensor with shape[256,1024,1024] and type float on "
@@ -155,6 +160,7 @@ static const char *const near_misses[] = {
     "max memory allocated 12 GiB",
     "checking for out of memory conditions",
     "Call torch.cuda.empty_cache() to free memory between trials",
+    "slurmstepd: error: *** STEP 42.0 ON node1 CANCELLED AT 2026-11-26T01:02:03 ***",
     " 98%|\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88"
     "\xe2\x96\x88\xe2\x96\x88\xe2\x96\x8a| 2086/2120 [26:01<00:22,  1.49it/s]",
     "{'loss': 2.31, 'memory_allocated': 11.2, 'max_memory_reserved': 14.0, 'epoch': 0.5}",

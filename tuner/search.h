@@ -17,10 +17,11 @@
  *      holds between steps (the in-process probe's figure: one trial is
  *      enough) or a smaller fit predicts the boundary.  The proposal is
  *      the predicted largest fit when it lies inside the bracket; when the
- *      prediction sits at an end, the size GALLOP steps past that end
- *      (1, doubled each time such a confirmation is refuted), so a right
- *      model is confirmed by one trial and a wrong one is escaped
- *      exponentially, not one size at a time.
+ *      prediction sits at lo, the size GALLOP steps above it (1, doubled
+ *      each time such a confirmation fits), so a right model is confirmed
+ *      by one trial and a model that reads low is escaped exponentially,
+ *      not one size at a time.  A line that says the smallest failure
+ *      fits is refuted (a failure adds no point to correct it).
  *      Safeguarded as in Brent's method: a proposal is accepted only when
  *      its two-trial plan (the size and its confirmation) would leave at
  *      most a quarter of the bracket, as two bisections would, and when

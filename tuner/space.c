@@ -178,8 +178,10 @@ static int space_own_line(const struct cell *c, long mf, double *t0, double *t1)
 static int space_clean_line(const struct space *sp, const struct cell *c, long mf, double *t0,
                             double *t1)
 {
-    if (!space_own_line(c, mf, t0, t1) || !c->checkpointing)
-        return space_own_line(c, mf, t0, t1);
+    if (!space_own_line(c, mf, t0, t1))
+        return 0;
+    if (!c->checkpointing)
+        return -1;
     /* The recompute's cost at a size far from capacity: at most half the
      * max-fit, unless half of it fits without checkpointing (then the
      * smallest size measured). */

@@ -17,10 +17,16 @@
  *
  * Free mode (no global batch): each cell's boundary is searched (with
  * the inferences, the second and later cells usually need none), then the
- * cell's largest fit is measured, and one size near 90% of it, because
- * the fastest micro-batch can sit below the largest (allocator pressure).
- * Checkpointing is measured only at sizes that do not fit without it,
- * unless checkpointing was asked for alone (--checkpointing on).
+ * cell's largest fit is measured and, when it measured a speed, up to
+ * SPACE_MAX_EXTRA more sizes find where throughput stops improving (near
+ * capacity the allocator frees and retries and every step slows): a
+ * step-time line from sizes far below the max-fit, then bisection for the
+ * knee where steps leave it.  A later cell of the same checkpointing
+ * setting measures the earlier one's fastest size instead; a cell with
+ * checkpointing that by the line cannot beat the fastest point measured
+ * is pruned.  Checkpointing is measured only at sizes that do not fit
+ * without it, unless checkpointing was asked for alone (--checkpointing
+ * on).
  *
  * Global-batch mode: micro = global / (grad_accum x world_size) must be a
  * whole number within --batch; each such cell is one candidate, tried in

@@ -415,6 +415,24 @@ static void run_init(struct run *r, const char *alg)
     r->max_fit = r->choice = -1;
 }
 
+/* Bisect between lo (fits, or 0) and hi (fails), each trial `steps`
+ * steps in its own launch; returns the largest size seen to fit (lo if
+ * none, or where the trial guard stopped it). */
+static long bisect_sizes(struct run *r, const struct curve *c, long lo, long hi, int steps)
+{
+    while (hi - lo > 1) {
+        long mid = lo + (hi - lo) / 2;
+        const struct trial *t = run_trial(r, c, mid, steps, 0);
+        if (!t)
+            break;
+        if (t->fit)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* ------------------------------------------------------------ anchors */
 
 /*
@@ -583,18 +601,8 @@ static void alg_deepspeed(struct run *r, const struct curve *c)
     int probe_fit = 0;
     for (int j = 1; j < r->n; j++)
         probe_fit |= r->t[j].fit;
-    if (!probe_fit && hi > 0) {
-        while (hi - lo > 1) {
-            long mid = (lo + hi) / 2;
-            const struct trial *t = run_trial(r, c, mid, DEEPSPEED_STEPS, 0);
-            if (!t)
-                break;
-            if (t->fit)
-                lo = mid;
-            else
-                hi = mid;
-        }
-    }
+    if (!probe_fit && hi > 0)
+        lo = bisect_sizes(r, c, lo, hi, DEEPSPEED_STEPS);
     r->max_fit = lo;
     /* Throughput rule over the experiments (the profile run only when
      * nothing else fitted), by increasing size. */
@@ -699,16 +707,7 @@ static void alg_autobatch(struct run *r, const struct curve *c)
  */
 static void alg_bisect_between(struct run *r, const struct curve *c, long lo, long hi)
 {
-    while (hi - lo > 1) {
-        long mid = lo + (hi - lo) / 2;
-        const struct trial *t = run_trial(r, c, mid, AB_STEPS, 0);
-        if (!t)
-            break;
-        if (t->fit)
-            lo = mid;
-        else
-            hi = mid;
-    }
+    lo = bisect_sizes(r, c, lo, hi, AB_STEPS);
     r->max_fit = lo > 0 ? lo : -1;
     r->choice = r->max_fit;
     r->search_n = r->n;

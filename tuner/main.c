@@ -246,12 +246,6 @@ static long ab_choose(struct results *res, const struct space *sp, const struct 
     return best;
 }
 
-/* A trial's relative spread (step-time MAD over median); -1 unknown. */
-static double ab_spread(const struct results_trial *t)
-{
-    return t->step_time_s > 0 && t->step_time_mad_s >= 0 ? t->step_time_mad_s / t->step_time_s : -1;
-}
-
 /*
  * When the choice and its runner-up are within their measured spread and
  * either was noisy (MAD over 10% of the median step, after any
@@ -268,7 +262,7 @@ static int ab_repeat_noisy(struct results *res, const struct space *sp_c, const 
         return 0;
     const struct results_trial *b = &res->trials[best], *u = &res->trials[res->runner_up];
     double vb = results_speed(res, b), vu = results_speed(res, u);
-    double sb = ab_spread(b), su = ab_spread(u), spread = sb > su ? sb : su;
+    double sb = results_spread(b), su = results_spread(u), spread = sb > su ? sb : su;
     if (vb <= 0 || vu <= 0 || spread < 0 || vb / vu - 1 > spread || (sb <= 0.10 && su <= 0.10))
         return 0;
     int queued = 0;
@@ -1298,8 +1292,7 @@ int main(int argc, char **argv)
         struct search_obs obs = {
             .value = value, .fit = tr->outcome == TRIAL_FIT, .need_bytes = -1,
             .capacity_bytes = gpu_capacity(&gpu), .speed = tr->outcome == TRIAL_FIT ? sps : -1,
-            .spread = tr->step_time_s > 0 && tr->step_time_mad_s >= 0
-                      ? tr->step_time_mad_s / tr->step_time_s : 0,
+            .spread = results_spread(&rt) > 0 ? results_spread(&rt) : 0,
         };
         if (obs.fit && peak > 0)
             obs.need_bytes = (double)peak;
@@ -1376,8 +1369,7 @@ int main(int argc, char **argv)
                 bounded ? "; the top of --batch fitted, raise MAX to look further" : "");
         if (res.runner_up >= 0 && b->samples_per_s > 0) {
             const struct results_trial *u = &res.trials[res.runner_up];
-            double sb = b->step_time_s > 0 && b->step_time_mad_s >= 0 ? b->step_time_mad_s / b->step_time_s : -1;
-            double su = u->step_time_s > 0 && u->step_time_mad_s >= 0 ? u->step_time_mad_s / u->step_time_s : -1;
+            double sb = results_spread(b), su = results_spread(u);
             double spread = sb > su ? sb : su;
             char sp_text[64] = "";
             if (sb >= 0 && su >= 0)

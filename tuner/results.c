@@ -257,8 +257,7 @@ double results_speed(const struct results *r, const struct results_trial *t)
     return n ? sum / n : -1;
 }
 
-/* A trial's relative spread: step-time MAD over median; -1 unknown. */
-static double results_spread(const struct results_trial *t)
+double results_spread(const struct results_trial *t)
 {
     return t->step_time_s > 0 && t->step_time_mad_s >= 0 ? t->step_time_mad_s / t->step_time_s : -1;
 }

@@ -115,6 +115,9 @@ int results_same_config(const struct results_trial *a, const struct results_tria
  */
 double results_speed(const struct results *r, const struct results_trial *t);
 
+/** A trial's relative spread: step-time MAD over its median; -1 unknown. */
+double results_spread(const struct results_trial *t);
+
 /**
  * Indices (into r->trials) of the Pareto frontier over fitting trials:
  * samples/s up, peak memory down (the micro-batch, then checkpointing on,

@@ -231,12 +231,6 @@ static int search_model_next(struct search *s, long lo, long hi, long width, lon
     return 1;
 }
 
-/* How many trials here were ramp steps. */
-static int search_ramps(const struct search *s)
-{
-    return s->nramp;
-}
-
 /* The middle of the grid sizes strictly between lo and hi. */
 static long search_mid(const struct search *s, long lo, long hi)
 {
@@ -293,7 +287,7 @@ int search_next(struct search *s, long *value)
     s->confirm = 0;
     /* The ramp only while figures are expected for the model: without
      * them no search beats bisection on every boundary, so bisect. */
-    if (fail < 0 && !s->open_mid && s->use_model && search_ramps(s) < SEARCH_MAX_RAMP) {
+    if (fail < 0 && !s->open_mid && s->use_model && s->nramp < SEARCH_MAX_RAMP) {
         long v = search_snap(s, 2.0 * (double)lo);
         if (v <= lo)
             v = lo + s->step;

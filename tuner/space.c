@@ -131,16 +131,35 @@ static long space_snap(const struct cell *c, double v)
     return s->min + (long)((v - (double)s->min) / (double)s->step) * s->step;
 }
 
-/* A measured speed of this cell at m; 0 unknown. */
-static double space_speed(const struct cell *c, long m)
+/* The fit this cell ran that measured the highest speed; NULL none. */
+static const struct search_probe *space_fastest_fit(const struct cell *c)
 {
-    double v = 0;
+    const struct search_probe *best = NULL;
+    for (size_t i = 0; i < c->search.nprobes; i++) {
+        const struct search_probe *p = &c->search.probes[i];
+        if (!p->inferred && p->fit && p->speed > 0 && (!best || p->speed > best->speed))
+            best = p;
+    }
+    return best;
+}
+
+/* The latest fit this cell ran at m that measured a speed; NULL none. */
+static const struct search_probe *space_fit_at(const struct cell *c, long m)
+{
+    const struct search_probe *at = NULL;
     for (size_t i = 0; i < c->search.nprobes; i++) {
         const struct search_probe *p = &c->search.probes[i];
         if (!p->inferred && p->fit && p->value == m && p->speed > 0)
-            v = p->speed;
+            at = p;
     }
-    return v;
+    return at;
+}
+
+/* A measured speed of this cell at m; 0 unknown. */
+static double space_speed(const struct cell *c, long m)
+{
+    const struct search_probe *p = space_fit_at(c, m);
+    return p ? p->speed : 0;
 }
 
 /*
@@ -212,14 +231,11 @@ static int space_clean_line(const struct space *sp, const struct cell *c, long m
  * or twice the trial's own step-time spread when that is larger)? */
 static int space_slowed(const struct cell *c, long m, double t0, double t1)
 {
-    double sp = space_speed(c, m), spread = 0;
-    for (size_t i = 0; i < c->search.nprobes; i++) {
-        const struct search_probe *p = &c->search.probes[i];
-        if (!p->inferred && p->fit && p->value == m && p->spread > spread)
-            spread = p->spread;
-    }
-    double tol = 2 * spread > SPACE_SLOW_TOL ? 2 * spread : SPACE_SLOW_TOL;
-    return sp > 0 && (double)m / sp > (t0 + t1 * (double)m) * (1 + tol);
+    const struct search_probe *p = space_fit_at(c, m);
+    if (!p)
+        return 0;
+    double tol = 2 * p->spread > SPACE_SLOW_TOL ? 2 * p->spread : SPACE_SLOW_TOL;
+    return (double)m / p->speed > (t0 + t1 * (double)m) * (1 + tol);
 }
 
 /* One size near 90% of the max-fit, unless a fit in [80%, 100%) was
@@ -299,12 +315,11 @@ static long space_knee_next(const struct space *sp, const struct cell *c, long m
 static double space_best_speed(const struct space *sp)
 {
     double best = 0;
-    for (size_t i = 0; i < sp->ncells; i++)
-        for (size_t k = 0; k < sp->cells[i].search.nprobes; k++) {
-            const struct search_probe *p = &sp->cells[i].search.probes[k];
-            if (!p->inferred && p->fit && p->speed > best)
-                best = p->speed;
-        }
+    for (size_t i = 0; i < sp->ncells; i++) {
+        const struct search_probe *p = space_fastest_fit(&sp->cells[i]);
+        if (p && p->speed > best)
+            best = p->speed;
+    }
     return best;
 }
 
@@ -336,14 +351,11 @@ static long space_points_next(const struct space *sp, const struct cell *c, long
     long best = -1;
     double best_speed = 0;
     for (const struct cell *o = sp->cells; o < c; o++) {
-        if (o->checkpointing != c->checkpointing)
-            continue;
-        for (size_t i = 0; i < o->search.nprobes; i++) {
-            const struct search_probe *p = &o->search.probes[i];
-            if (!p->inferred && p->fit && p->speed > best_speed) {
-                best_speed = p->speed;
-                best = p->value;
-            }
+        const struct search_probe *p = o->checkpointing == c->checkpointing ? space_fastest_fit(o)
+                                                                           : NULL;
+        if (p && p->speed > best_speed) {
+            best_speed = p->speed;
+            best = p->value;
         }
     }
     if (best > 0)
@@ -518,14 +530,6 @@ void space_seed_fastest(struct space *sp, long grad_accum, int checkpointing, lo
 
 long space_fastest(const struct cell *c)
 {
-    long best = -1;
-    double best_speed = 0;
-    for (size_t i = 0; i < c->search.nprobes; i++) {
-        const struct search_probe *p = &c->search.probes[i];
-        if (!p->inferred && p->fit && p->speed > best_speed) {
-            best_speed = p->speed;
-            best = p->value;
-        }
-    }
-    return best;
+    const struct search_probe *p = space_fastest_fit(c);
+    return p ? p->value : -1;
 }

@@ -139,9 +139,11 @@ run_direct() {
   sed -n 's/^direct_steps: VmPeak:[[:space:]]*\([0-9]*\) kB$/\1/p' "$out.log" | tail -1
 }
 
-# survive LOG DIR CAP_KB COMMAND...: one full run at the answer, under the cap
+# survive LABEL LOG DIR CAP_KB COMMAND...: one full run at the answer, under
+# the cap; the command is recorded under LABEL exactly as it runs
 survive() {
-  local log=$1 dir=$2 cap=$3; shift 3
+  local label=$1 log=$2 dir=$3 cap=$4; shift 4
+  cmd_note "$label" "$dir" prlimit --as=$((cap * 1024)) -- "$@"
   (cd "$dir" && "${tsrun[@]}" "$log" -- prlimit --as=$((cap * 1024)) -- "$@") || true
 }
 
@@ -172,25 +174,21 @@ tts_job() {
      "$py" examples/pytorch/train_tts.py --worst_case) || note "tts, autobatch: exit $(exit_of "$d/ab.log")"
   local surv=() b
   for b in $(jq -r '[.best.micro_batch, (.max_fit[0].micro_batch)] | map(select(. != null)) | unique | .[]' "$d/ab.json" 2>/dev/null); do
-    cmd_note "tts, autobatch, survival at $b" "$root" prlimit --as=$((cap * 1024)) -- "$py" examples/pytorch/train_tts.py \
-      --worst_case --per_device_train_batch_size "$b" --max_steps "$steps"
-    survive "$d/ab-survive-$b.log" "$root" "$cap" "$py" examples/pytorch/train_tts.py --worst_case \
-      --per_device_train_batch_size "$b" --max_steps "$steps"
+    survive "tts, autobatch, survival at $b" "$d/ab-survive-$b.log" "$root" "$cap" \
+      "$py" examples/pytorch/train_tts.py --worst_case --per_device_train_batch_size "$b" --max_steps "$steps"
     surv+=("$b=$d/ab-survive-$b.log")
   done
   printf 'tts\tautobatch\ttrain_tts.py\t%s\tautobatch\t%s\t%s\t%s\n' "$cap" "$d/ab.log" "$d/ab.json" "${surv[*]:-}" >> "$work/runs.tsv"
 
   # (b) Lightning: scale_batch_size(mode="binsearch"), then fit in the same process
   local lcmd=("$py" "$here/lightning_job.py" --job tts --mode tune --steps "$steps" --root "$d/lightning")
-  cmd_note "tts, lightning" "$root" prlimit --as=$((cap_l * 1024)) -- "${lcmd[@]}"
-  survive "$d/lightning.log" "$root" "$cap_l" "${lcmd[@]}"
+  survive "tts, lightning" "$d/lightning.log" "$root" "$cap_l" "${lcmd[@]}"
   printf 'tts\tlightning\tlightning_job.py\t%s\tlightning\t%s\n' "$cap_l" "$d/lightning.log" >> "$work/runs.tsv"
 
   # (c) HF Trainer, auto_find_batch_size from the top of autobatch's range, $steps steps at the size it settles on
   local hcmd=("$py" "$here/hf_tts.py" --per_device_train_batch_size "$((2 * t))" --max_steps "$steps"
               --auto_find_batch_size --output_dir "$d/hf-out")
-  cmd_note "tts, hf" "$root" prlimit --as=$((cap_h * 1024)) -- "${hcmd[@]}"
-  survive "$d/hf.log" "$root" "$cap_h" "${hcmd[@]}"
+  survive "tts, hf" "$d/hf.log" "$root" "$cap_h" "${hcmd[@]}"
   printf 'tts\thf\thf_tts.py\t%s\thf\t%s\n' "$cap_h" "$d/hf.log" >> "$work/runs.tsv"
 }
 
@@ -238,25 +236,22 @@ orpheus_job() {
   local surv=() b
   for b in $(jq -r '[.best.micro_batch, (.max_fit[0].micro_batch)] | map(select(. != null)) | unique | .[]' "$d/ab.json" 2>/dev/null); do
     orp_dir "$d/survive-$b" "$b" $((steps * b))
-    cmd_note "orpheus, autobatch, survival at $b (config.yaml: batch_size: $b, TTS_dataset: synthetic:$((steps * b))x768)" \
-      "$d/survive-$b" prlimit --as=$((cap * 1024)) -- "$py" train.py
-    survive "$d/ab-survive-$b.log" "$d/survive-$b" "$cap" "$py" train.py
+    survive "orpheus, autobatch, survival at $b (config.yaml: batch_size: $b, TTS_dataset: synthetic:$((steps * b))x768)" \
+      "$d/ab-survive-$b.log" "$d/survive-$b" "$cap" "$py" train.py
     surv+=("$b=$d/ab-survive-$b.log")
   done
   printf 'orpheus\tautobatch\ttrain.py\t%s\tautobatch\t%s\t%s\t%s\n' "$cap" "$d/ab.log" "$d/ab.json" "${surv[*]:-}" >> "$work/runs.tsv"
 
   # (b) Lightning on the same tiny Llama and rows
   local lcmd=("$py" "$here/lightning_job.py" --job orpheus --mode tune --steps "$steps" --root "$d/lightning")
-  cmd_note "orpheus, lightning" "$root" prlimit --as=$((cap_l * 1024)) -- "${lcmd[@]}"
-  survive "$d/lightning.log" "$root" "$cap_l" "${lcmd[@]}"
+  survive "orpheus, lightning" "$d/lightning.log" "$root" "$cap_l" "${lcmd[@]}"
   printf 'orpheus\tlightning\tlightning_job.py\t%s\tlightning\t%s\n' "$cap_l" "$d/lightning.log" >> "$work/runs.tsv"
 
   # (c) the job's own train.py with auto_find_batch_size=True (and max_steps, so
   # that the bench ends), config.yaml's batch_size at the top of autobatch's range
   orp_dir "$d/hf" $((2 * t)) 1024 "    auto_find_batch_size=True, max_steps=$steps,  # added by the bench" || return 0
-  cmd_note "orpheus, hf (train.py + 'auto_find_batch_size=True, max_steps=$steps,'; config.yaml: batch_size: $((2 * t)))" \
-    "$d/hf" prlimit --as=$((cap * 1024)) -- "$py" train.py
-  survive "$d/hf.log" "$d/hf" "$cap" "$py" train.py
+  survive "orpheus, hf (train.py + 'auto_find_batch_size=True, max_steps=$steps,'; config.yaml: batch_size: $((2 * t)))" \
+    "$d/hf.log" "$d/hf" "$cap" "$py" train.py
   printf 'orpheus\thf\ttrain.py (auto_find_batch_size)\t%s\thf\t%s\n' "$cap" "$d/hf.log" >> "$work/runs.tsv"
 }
 

@@ -152,6 +152,14 @@ direct_peak() { # label batch
   local d="$work/$1-direct/$2"
   if [ -f "$d/trace.jsonl" ]; then jq -s '[.[].vm_peak_kb] | max' "$d/trace.jsonl"; else cat "$d/vmpeak"; fi
 }
+# direct_steps OUT DIR ARGS...: run the trainer (python ARGS) in DIR under
+# tests/real/direct_steps.py for 4 optimizer steps; OUT/log, OUT/vmpeak (kB).
+direct_steps() {
+  local out=$1 dir=$2; shift 2
+  (cd "$dir" && AB_DIRECT_STEPS=4 exec "$real_py" "$root/tests/real/direct_steps.py" "$@" \
+     >"$out/log" 2>&1) || return 1
+  sed -n 's/^direct_steps: VmPeak:[[:space:]]*\([0-9]*\) kB$/\1/p' "$out/log" > "$out/vmpeak"
+}
 calibrate() { # label run_direct-function [B1 B2 MIN_SLOPE_KB UNIT BATCH_FLAG] -> sets cap_kb (empty on failure)
   local b1=${3:-1} b2=${4:-2} min=${5:-20000} unit=${6:-sample} bflag=${7:-1:$((2 * target))}
   local p1 p2 slope
@@ -228,11 +236,9 @@ f5_direct() { # clips
   local d="$work/f5-direct/$1"
   rm -rf "$d"; mkdir -p "$d"
   # F5 joins ckpts.save_dir onto the checkout: climb out of it, as the test does
-  (cd "$work/f5/F5-TTS" && AB_DIRECT_STEPS=4 exec "$real_py" "$root/tests/real/direct_steps.py" \
-     src/f5_tts/train/train.py --config-name F5TTS_tiny datasets.batch_size_per_gpu="$(($1 * 200))" \
-     ckpts.save_dir="$(printf '../%.0s' {1..64})${d#/}/out" hydra.run.dir="$d/out/hydra" \
-     >"$d/log" 2>&1) || return 1
-  sed -n 's/^direct_steps: VmPeak:[[:space:]]*\([0-9]*\) kB$/\1/p' "$d/log" > "$d/vmpeak"
+  direct_steps "$d" "$work/f5/F5-TTS" \
+    src/f5_tts/train/train.py --config-name F5TTS_tiny datasets.batch_size_per_gpu="$(($1 * 200))" \
+    ckpts.save_dir="$(printf '../%.0s' {1..64})${d#/}/out" hydra.run.dir="$d/out/hydra"
 }
 f5_job() {
   local label="f5-tts"
@@ -263,9 +269,7 @@ coqui_direct() { # batch
   local d="$work/coqui-direct/$1"
   rm -rf "$d"; mkdir -p "$d"
   sed -e "s|$work/coqui/project/runs|$d/runs|" "$work/coqui/project/config.json" > "$d/config.json"
-  (cd "$d" && AB_DIRECT_STEPS=4 exec "$real_py" "$root/tests/real/direct_steps.py" -m TTS.bin.train_tts \
-     --config_path "$d/config.json" --coqpit.batch_size "$1" >"$d/log" 2>&1) || return 1
-  sed -n 's/^direct_steps: VmPeak:[[:space:]]*\([0-9]*\) kB$/\1/p' "$d/log" > "$d/vmpeak"
+  direct_steps "$d" "$d" -m TTS.bin.train_tts --config_path "$d/config.json" --coqpit.batch_size "$1"
 }
 coqui_job() {
   local label="coqui-tts"

@@ -117,8 +117,11 @@ static void ab_collect_cells(const struct space *sp, struct results *res, struct
         struct results_cell rc = {
             .grad_accum = c->grad_accum, .checkpointing = c->checkpointing, .max_fit = mf,
             .min_fail = search_min_fail(&c->search),
-            /* With a global batch a cell has one size: "bounded" means nothing. */
-            .bounded_by = c->fixed_micro < 0 && search_bounded(&c->search) ? "batch.max" : NULL,
+            /* With a global batch a cell has one size: "bounded" means nothing.
+             * A pruned cell's search stopped before its boundary: its
+             * largest fit is no limit either. */
+            .bounded_by = c->pruned ? "pruned"
+                        : c->fixed_micro < 0 && search_bounded(&c->search) ? "batch.max" : NULL,
             .skipped = c->state == CELL_SKIPPED || c->pruned ? c->skip_reason : NULL,
             .inferred = mf >= 0 && !search_tried(&c->search, mf), .trials = own,
         };
@@ -1356,7 +1359,7 @@ int main(int argc, char **argv)
     FILE *say = plan.json_path && !strcmp(plan.json_path, "-") ? stderr : stdout;
     int bounded = 0;
     for (size_t i = 0; i < res.ncells; i++)
-        bounded |= res.cells[i].bounded_by != NULL;
+        bounded |= res.cells[i].bounded_by && !strcmp(res.cells[i].bounded_by, "batch.max");
     if (res.best >= 0) {
         const struct results_trial *b = &res.trials[res.best];
         char rate[64] = "";

@@ -603,6 +603,8 @@ static const char *bounded_note(const struct rcell *c)
 {
     if (c->bounded_by && !strcmp(c->bounded_by, "batch.max"))
         return "the top of the range fitted";
+    if (c->bounded_by && !strcmp(c->bounded_by, "pruned"))
+        return "its search was pruned: it could not beat the fastest point";
     return c->bounded_by;
 }
 

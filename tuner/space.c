@@ -311,11 +311,13 @@ static long space_knee_next(const struct space *sp, const struct cell *c, long m
     return mid > lo && mid < slowed && !search_tried(&c->search, mid) ? mid : 0;
 }
 
-/* The fastest measured speed over every cell; 0 none. */
-static double space_best_speed(const struct space *sp)
+/* The fastest measured speed over the cells other than c; 0 none. */
+static double space_best_speed_but(const struct space *sp, const struct cell *c)
 {
     double best = 0;
     for (size_t i = 0; i < sp->ncells; i++) {
+        if (&sp->cells[i] == c)
+            continue;
         const struct search_probe *p = space_fastest_fit(&sp->cells[i]);
         if (p && p->speed > best)
             best = p->speed;
@@ -324,14 +326,15 @@ static double space_best_speed(const struct space *sp)
 }
 
 /*
- * Can a cell with checkpointing not beat the fastest point measured so
- * far at any size up to top?  Its clean step-time line (the line without
+ * Can a cell with checkpointing not beat the fastest point another cell
+ * measured, at any size up to top?  (Its own points are no rival: a cell
+ * searched alone, --checkpointing on, is never pruned.)  Its clean step-time line (the line without
  * checkpointing times the recompute's measured cost) bounds its speed,
  * which grows with the size, so the bound is at top.  1: prune it.
  */
 static int space_cannot_win(const struct space *sp, const struct cell *c, long top)
 {
-    double t0, t1, best = space_best_speed(sp);
+    double t0, t1, best = space_best_speed_but(sp, c);
     if (!c->checkpointing || c->fixed_micro > 0 || best <= 0 || top < c->search.min ||
         space_clean_line(sp, c, top, &t0, &t1))
         return 0;

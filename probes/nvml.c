@@ -174,7 +174,7 @@ int nvml_open(struct nvml **out, const char *libpath, char *err, size_t errlen)
     init_fn init = NULL;
     count_fn count = NULL;
     handle_fn handle = NULL;
-    name_fn name = NULL;
+    name_fn name = NULL, uuid = NULL;
     procs_fn p3 = NULL, p2 = NULL;
     mem_fn mem1 = NULL;
     mem2_fn mem2 = NULL;
@@ -204,6 +204,7 @@ int nvml_open(struct nvml **out, const char *libpath, char *err, size_t errlen)
     LOAD(count, n->dl, "nvmlDeviceGetCount_v2");
     LOAD(handle, n->dl, "nvmlDeviceGetHandleByIndex_v2");
     LOAD(name, n->dl, "nvmlDeviceGetName");
+    LOAD(uuid, n->dl, "nvmlDeviceGetUUID");
     LOAD(mem2, n->dl, "nvmlDeviceGetMemoryInfo_v2");
     LOAD(mem1, n->dl, "nvmlDeviceGetMemoryInfo");
     LOAD(p3, n->dl, "nvmlDeviceGetComputeRunningProcesses_v3");
@@ -270,6 +271,9 @@ int nvml_open(struct nvml **out, const char *libpath, char *err, size_t errlen)
         if (r != NVML_SUCCESS)
             snprintf(n->gpu[i].name, sizeof n->gpu[i].name, "unknown GPU");
         n->gpu[i].name[sizeof n->gpu[i].name - 1] = '\0';
+        if (!uuid || uuid(n->dev[i], n->gpu[i].uuid, sizeof n->gpu[i].uuid) != NVML_SUCCESS)
+            n->gpu[i].uuid[0] = '\0';
+        n->gpu[i].uuid[sizeof n->gpu[i].uuid - 1] = '\0';
     }
 
     /*

@@ -65,6 +65,7 @@
 struct nvml_gpu {
     int index;            /**< NVML index, 0-based */
     char name[96];        /**< e.g. "NVIDIA H100 80GB HBM3" */
+    char uuid[96];        /**< "GPU-..." for CUDA_VISIBLE_DEVICES; "" when NVML has none */
     uint64_t total_bytes; /**< physical memory of the device */
 };
 

@@ -17,7 +17,8 @@
 enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 
 enum opt_id {
-    O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_GLOBAL_BATCH, O_GRAD_ACCUM,
+    O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_EMULATE_GPU_MEMORY, O_EMULATE_WITH,
+    O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_GRAD_ACCUM, O_LAUNCHER,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
     O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_STEPS, O_KEEP_TRACES,
     O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
@@ -39,7 +40,11 @@ static const struct opt cli_opts[] = {
     { "budget", OPT_DURATION, 0, O_BUDGET },
     { "checkpointing", OPT_STRING, 0, O_CHECKPOINTING },
     { "config", OPT_STRING, 0, O_CONFIG },
+    { "emulate-gpu-memory", OPT_STRING, 0, O_EMULATE_GPU_MEMORY },
+    { "emulate-with", OPT_STRING, 0, O_EMULATE_WITH },
     { "global-batch", OPT_COUNT, 0, O_GLOBAL_BATCH },
+    { "gpus", OPT_STRING, 0, O_GPUS },
+    { "gpus-per-trial", OPT_COUNT, 0, O_GPUS_PER_TRIAL },
     { "grad-accum", OPT_STRING, 0, O_GRAD_ACCUM },
     { "hang-timeout", OPT_DURATION, 0, O_HANG_TIMEOUT },
     { "headroom", OPT_STRING, 0, O_HEADROOM },
@@ -50,6 +55,7 @@ static const struct opt cli_opts[] = {
     { "keep-traces", OPT_STRING, 0, O_KEEP_TRACES },
     { "kill-grace", OPT_DURATION, 0, O_KILL_GRACE },
     { "knob", OPT_STRING, 0, O_KNOB },
+    { "launcher", OPT_STRING, 0, O_LAUNCHER },
     { "markdown", OPT_STRING, 0, O_MARKDOWN },
     { "no-cache", OPT_FLAG, 0, O_NO_CACHE },
     { "no-probe", OPT_FLAG, 0, O_NO_PROBE },
@@ -266,6 +272,26 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_HANG_TIMEOUT: p->hang_timeout_s = d; break;
     case O_TRIAL_TIMEOUT: p->trial_timeout_s = d; break;
     case O_KILL_GRACE: p->grace_s = d; break;
+    case O_GPUS_PER_TRIAL: p->gpus_per_trial = n; break;
+    case O_GPUS:
+        if (!*arg || strlen(arg) >= sizeof p->gpus)
+            return cli_bad("--gpus '%s': use all or a list like 0,1,2,3", arg);
+        snprintf(p->gpus, sizeof p->gpus, "%s", arg);
+        break;
+    case O_LAUNCHER:
+        if (strcmp(arg, "local") && strcmp(arg, "slurm"))
+            return cli_bad("--launcher '%s': use local or slurm", arg);
+        p->launcher = arg;
+        break;
+    case O_EMULATE_GPU_MEMORY:
+        if (units_size(arg, &p->emulate_bytes) || p->emulate_bytes < (256ULL << 20))
+            return cli_bad("--emulate-gpu-memory '%s': a size of at least 256M, e.g. 24G", arg);
+        break;
+    case O_EMULATE_WITH:
+        if (strcmp(arg, "preload") && strcmp(arg, "probe"))
+            return cli_bad("--emulate-with '%s': use preload or probe", arg);
+        p->emulate_with = arg;
+        break;
     case O_STEPS: p->steps = n; break;
     case O_WARMUP: p->warmup = n; break;
     case O_WORLD_SIZE: p->world_size = n; p->world_size_given = 1; break;
@@ -395,6 +421,7 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
         .steps = 5, .warmup = 2, .world_size = 1,
         .trial_timeout_s = 20 * 60, .hang_timeout_s = 5 * 60, .budget_s = 0, .grace_s = 3,
         .ckpt_off = 1, .regression_threshold = 0.05, .webhook_format = "generic",
+        .gpus_per_trial = 1, .emulate_with = "preload",
     };
     *p = def;
     int i = 1;

@@ -41,6 +41,11 @@ struct plan {
     int replay;               /**< --replay: guide the search with the replay probe */
     const char *keep_traces;  /**< --keep-traces DIR, or NULL */
     uint64_t trial_mem_limit; /**< --trial-memory-limit in bytes; 0: none */
+    char gpus[256];           /**< --gpus all|LIST; "": one trial at a time */
+    long gpus_per_trial;      /**< --gpus-per-trial (1) */
+    const char *launcher;     /**< --launcher local|slurm; NULL: slurm inside an allocation */
+    uint64_t emulate_bytes;   /**< --emulate-gpu-memory; 0: the real memory */
+    const char *emulate_with; /**< --emulate-with preload|probe (preload) */
     const char *markdown_path, *junit_path, *html_path; /**< report files, or NULL */
     const char *baseline_path;   /**< --baseline, or NULL */
     double regression_threshold; /**< --regression-threshold as a fraction (0.05) */

@@ -85,6 +85,8 @@ void gpu_tick(void *ctx)
     if (nvml_sample(g->nv, pids, (size_t)n, used, attr))
         return;
     for (int i = 0; i < g->n; i++) {
+        if (g->mask && !(g->mask & (1ULL << i)))
+            continue;
         int64_t v = attr[i] >= 0 ? attr[i]
                   : used[i] > g->baseline[i] ? (int64_t)(used[i] - g->baseline[i]) : 0;
         if (v > g->peak)
@@ -113,7 +115,11 @@ double gpu_capacity(const struct gpu *g)
 {
     double cap = -1;
     for (int i = 0; g->nv && i < g->n; i++) {
+        if (g->mask && !(g->mask & (1ULL << i)))
+            continue;
         double t = (double)nvml_gpu(g->nv, i)->total_bytes;
+        if (g->emulate && t > (double)g->emulate)
+            t = (double)g->emulate;
         if (cap < 0 || t < cap)
             cap = t;
     }
@@ -126,7 +132,7 @@ int gpu_info(const struct gpu *g, int i, const char **name, uint64_t *total)
         return -1;
     const struct nvml_gpu *d = nvml_gpu(g->nv, i);
     *name = d->name;
-    *total = d->total_bytes;
+    *total = g->emulate && d->total_bytes > g->emulate ? g->emulate : d->total_bytes;
     return 0;
 }
 
@@ -134,4 +140,28 @@ void gpu_release(struct gpu *g)
 {
     nvml_close(g->nv);
     g->nv = NULL;
+}
+
+uint64_t gpu_real_total(const struct gpu *g, int i)
+{
+    return g->nv && i >= 0 && i < g->n ? nvml_gpu(g->nv, i)->total_bytes : 0;
+}
+
+const char *gpu_uuid(const struct gpu *g, int i)
+{
+    return g->nv && i >= 0 && i < g->n ? nvml_gpu(g->nv, i)->uuid : "";
+}
+
+void gpu_use(struct gpu *g, unsigned long long mask)
+{
+    g->mask = mask;
+}
+
+void gpu_emulate(struct gpu *g, uint64_t bytes)
+{
+    g->emulate = bytes;
+    size_t off = strlen(g->fingerprint);
+    if (bytes && off < sizeof g->fingerprint)
+        snprintf(g->fingerprint + off, sizeof g->fingerprint - off, "emulated:%llu;",
+                 (unsigned long long)bytes);
 }

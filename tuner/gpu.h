@@ -32,6 +32,8 @@ struct gpu {
     int64_t peak;             /**< this trial's peak, -1 none yet */
     double last;              /**< time of the last sample */
     int scan_all;             /**< the kernel has no children lists: scan /proc */
+    unsigned long long mask;  /**< devices in use (bit i: device i); 0 = all */
+    uint64_t emulate;         /**< emulated total per device; 0 = the real one */
     char fingerprint[1024];   /**< "NAME:TOTAL;..." or "no-gpu" */
     char why[256];            /**< why NVML is not in use */
 };
@@ -47,8 +49,18 @@ int64_t gpu_trial_peak(const struct gpu *g, int64_t report_peak);
 int gpu_settle(struct gpu *g);
 /** The smallest device's total bytes, or -1. */
 double gpu_capacity(const struct gpu *g);
-/** Device i's name and total, for the results file; 0 or -1. */
+/** Device i's name and total (the emulated one when emulating), for the
+ *  results file; 0 or -1. */
 int gpu_info(const struct gpu *g, int i, const char **name, uint64_t *total);
+/** Device i's real total, or 0. */
+uint64_t gpu_real_total(const struct gpu *g, int i);
+/** Device i's UUID, or "" when NVML gave none. */
+const char *gpu_uuid(const struct gpu *g, int i);
+/** Sample and size only the devices in mask (bit i: device i; 0: all). */
+void gpu_use(struct gpu *g, unsigned long long mask);
+/** Every device behaves as one of `bytes` (0: the real size); the
+ *  fingerprint says so, so cached boundaries are kept apart. */
+void gpu_emulate(struct gpu *g, uint64_t bytes);
 void gpu_release(struct gpu *g);
 
 #endif

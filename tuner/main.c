@@ -18,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -867,6 +870,793 @@ static void ab_flush_output(void)
     outq_finish(2.0);
 }
 
+/* ---- Slurm job steps, GPU slots, the emulation library */
+
+/* One group of GPUs a trial runs on (--gpus). */
+struct ab_slot {
+    char devices[128];        /* CUDA_VISIBLE_DEVICES: UUIDs, or indices */
+    unsigned long long mask;  /* NVML indices, for sampling */
+};
+
+
+/* Cancel the job steps of trial `id` that are still there: srun ended
+ * them when it got SIGTERM, but a srun we had to SIGKILL leaves its step
+ * running (FACTS.md: never SIGKILL srun first; scancel as backstop). */
+static void ab_slurm_sweep(long id)
+{
+    char name[64], line[256];
+    snprintf(name, sizeof name, "autobatch-%ld-%ld", (long)getpid(), id);
+    FILE *q = popen("squeue -h -s -o '%i %j' 2>/dev/null", "r");
+    if (!q)
+        return;
+    char steps[8][64];
+    int n = 0;
+    while (fgets(line, sizeof line, q)) {
+        char step[64], jname[128];
+        if (sscanf(line, "%63s %127s", step, jname) == 2 && !strcmp(jname, name) && n < 8)
+            snprintf(steps[n++], sizeof steps[0], "%s", step);
+    }
+    pclose(q);
+    for (int i = 0; i < n; i++) {
+        pid_t p = fork();
+        if (p == 0) {
+            int devnull = open("/dev/null", O_WRONLY);
+            if (devnull >= 0) {
+                dup2(devnull, 1);
+                dup2(devnull, 2);
+            }
+            execlp("scancel", "scancel", steps[i], (char *)NULL);
+            _exit(127);
+        }
+        int ws;
+        while (p > 0 && waitpid(p, &ws, 0) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+/* 1 when `cmd` is an executable in PATH. */
+static int ab_in_path(const char *cmd)
+{
+    const char *path = getenv("PATH");
+    char buf[PATH_MAX];
+    for (const char *p = path ? path : ""; p && *p;) {
+        const char *c = strchr(p, ':');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        snprintf(buf, sizeof buf, "%.*s/%s", (int)len, p, cmd);
+        if (!access(buf, X_OK))
+            return 1;
+        p = c ? c + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Count the entries of a comma-separated list. */
+static size_t ab_list_count(const char *s)
+{
+    size_t n = *s ? 1 : 0;
+    for (; *s; s++)
+        n += *s == ',';
+    return n;
+}
+
+/*
+ * --gpus and --gpus-per-trial as slots: groups of K devices, each
+ * CUDA_VISIBLE_DEVICES (UUIDs where NVML gives them) and an NVML mask.
+ * With Slurm, the steps get their GPUs from Slurm: only the count
+ * matters.  Returns the number of slots (0 without --gpus), or -1 with a
+ * one-line reason in err.
+ */
+static long ab_slots(const struct plan *plan, const struct gpu *g, int slurm,
+                     struct ab_slot *slots, size_t max, char *err, size_t errlen)
+{
+    if (!plan->gpus[0])
+        return 0;
+    long k = plan->gpus_per_trial;
+    int dev[GPU_MAX * 4];
+    char label[GPU_MAX * 4][100];
+    size_t n = 0;
+    if (!strcmp(plan->gpus, "all")) {
+        const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+        if (slurm && cvd && *cvd) {
+            n = ab_list_count(cvd);
+        } else if (g->n > 0) {
+            n = (size_t)g->n;
+        } else {
+            snprintf(err, errlen, "--gpus all: no GPU seen through NVML (%s); list them, e.g. "
+                                  "--gpus 0,1", g->why);
+            return -1;
+        }
+        for (size_t i = 0; i < n && i < sizeof dev / sizeof *dev; i++) {
+            dev[i] = slurm ? -1 : (int)i;
+            snprintf(label[i], sizeof label[i], "%zu", i);
+        }
+    } else {
+        char buf[256], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", plan->gpus);
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (n >= sizeof dev / sizeof *dev) {
+                snprintf(err, errlen, "--gpus: at most %zu GPUs", sizeof dev / sizeof *dev);
+                return -1;
+            }
+            int found = -1;
+            char *end;
+            long idx = strtol(t, &end, 10);
+            if (!strncmp(t, "GPU-", 4) || !strncmp(t, "MIG-", 4)) {
+                for (int i = 0; i < g->n; i++)
+                    if (!strcmp(gpu_uuid(g, i), t))
+                        found = i;
+            } else if (*t && !*end && idx >= 0 && idx < 1000) {
+                if (g->n > 0 && idx >= g->n) {
+                    snprintf(err, errlen, "--gpus: GPU %ld does not exist (NVML sees %d); "
+                                          "use 0 to %d", idx, g->n, g->n - 1);
+                    return -1;
+                }
+                found = g->n > 0 ? (int)idx : -1;
+            } else {
+                snprintf(err, errlen, "--gpus '%s': '%s' is neither an index nor a GPU UUID",
+                         plan->gpus, t);
+                return -1;
+            }
+            for (size_t i = 0; i < n; i++)
+                if (!strcmp(label[i], t)) {
+                    snprintf(err, errlen, "--gpus '%s': GPU %s is listed twice", plan->gpus, t);
+                    return -1;
+                }
+            dev[n] = found;
+            snprintf(label[n++], sizeof label[0], "%s", t);
+        }
+    }
+    if (n % (size_t)k || n < (size_t)k) {
+        snprintf(err, errlen, "--gpus gives %zu GPUs, not a multiple of --gpus-per-trial %ld; "
+                              "list %ld, %ld, ... GPUs", n, k, k, 2 * k);
+        return -1;
+    }
+    /* One model and size only: a boundary holds for one kind of GPU. */
+    for (size_t i = 1; i < n; i++) {
+        const char *a, *b;
+        uint64_t ta, tb;
+        if (dev[0] >= 0 && dev[i] >= 0 && !gpu_info(g, dev[0], &a, &ta) &&
+            !gpu_info(g, dev[i], &b, &tb) && (strcmp(a, b) || ta != tb)) {
+            snprintf(err, errlen, "--gpus mixes GPU models (%s and %s): a boundary holds for "
+                                  "one; run once per model, e.g. --gpus %s", a, b, label[0]);
+            return -1;
+        }
+    }
+    size_t ns = n / (size_t)k;
+    if (ns > max)
+        ns = max;
+    for (size_t s = 0; s < ns; s++) {
+        size_t off = 0;
+        slots[s].mask = 0;
+        slots[s].devices[0] = '\0';
+        for (size_t i = s * (size_t)k; i < (s + 1) * (size_t)k; i++) {
+            const char *id = dev[i] >= 0 && gpu_uuid(g, dev[i])[0] ? gpu_uuid(g, dev[i]) : label[i];
+            if (slurm)
+                id = "slurm";
+            if (off < sizeof slots[s].devices)
+                off += (size_t)snprintf(slots[s].devices + off, sizeof slots[s].devices - off,
+                                        "%s%s", off ? "," : "", id);
+            if (dev[i] >= 0)
+                slots[s].mask |= 1ULL << dev[i];
+            if (slurm)
+                break;
+        }
+    }
+    return (long)ns;
+}
+
+/* The --emulate-gpu-memory preload library: AUTOBATCH_GPUEMU_LIB, or
+ * next to the autobatch binary (build tree or installed).  0 and the
+ * path, or -1. */
+static int ab_emulate_lib(char *out, size_t len)
+{
+    const char *env = getenv("AUTOBATCH_GPUEMU_LIB");
+    if (env && *env) {
+        snprintf(out, len, "%s", env);
+        return access(out, R_OK) ? -1 : 0;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = '\0';
+    char *dir = dirname(exe);
+    const char *where[] = { "probes/gpuemu/libautobatch-gpuemu.so", "libautobatch-gpuemu.so",
+                            "../lib/autobatch/libautobatch-gpuemu.so" };
+    for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
+        snprintf(out, len, "%s/%s", dir, where[i]);
+        if (!access(out, R_OK))
+            return 0;
+    }
+    return -1;
+}
+
+/* ---- one trial, and trials side by side (--gpus) */
+
+/* Everything a trial needs from the controller, and what trials change. */
+struct ab_run {
+    const struct plan *plan;
+    struct ab_setup *setup;
+    struct inject_ctx *ctx;
+    struct space *space;
+    struct results *res;
+    struct gpu *gpu;
+    struct guide *guide;
+    struct progress *pg;
+    const struct oom_table *oom;
+    const struct trainlog_rules *log_rules;
+    const char *dir;
+    int replay_cpu;
+    double t0;
+    long id;
+    int status, budget_hit, crashed, timeouts, no_steps;
+    int noted_world, noted_probe, noted_probe_error;
+    const struct ab_slot *slots; /* NULL: no --gpus */
+    size_t nslots;
+    int slurm;                   /* trials are Slurm job steps */
+    const char *emulate_lib;     /* --emulate-gpu-memory's preload library, or NULL */
+};
+
+/* One trial: its candidate, files, command and, once run, its result. */
+struct ab_job {
+    long id;
+    size_t ci;
+    long value;
+    int recording, budget_caps;
+    long round;                  /* 0: not side by side */
+    const struct ab_slot *slot;  /* NULL: the whole machine */
+    char tdir[4200], report[4300], probe[4300], outdir[4300], wd[4300], recdir[4300];
+    struct inject_trial t;
+    struct trial_opts to;
+    struct trial_result tr;
+    int64_t peak;
+    /* side by side: the worker process running it */
+    pid_t worker;
+    int fd;
+    size_t got;
+    int run_rc, run_errno, cancelled, done;
+};
+
+/* Set NAME=value in a trial's environment, replacing an earlier NAME. */
+static int ab_env_set(struct strvec *env, const char *name, const char *value)
+{
+    size_t len = strlen(name);
+    for (size_t i = 0; i < env->n; i++)
+        if (!strncmp(env->v[i], name, len) && env->v[i][len] == '=')
+            return strvec_replacef(env, i, "%s=%s", name, value);
+    return strvec_pushf(env, "%s=%s", name, value);
+}
+
+/* The value of NAME in a trial's environment, or NULL. */
+static const char *ab_env_get(const struct strvec *env, const char *name)
+{
+    size_t len = strlen(name);
+    for (size_t i = 0; i < env->n; i++)
+        if (!strncmp(env->v[i], name, len) && env->v[i][len] == '=')
+            return env->v[i] + len + 1;
+    return NULL;
+}
+
+/* The trial's devices, the emulated memory and the Slurm job step. */
+static int ab_job_env(const struct ab_run *r, struct ab_job *j)
+{
+    const struct plan *plan = r->plan;
+    struct strvec *env = &j->t.env;
+    int rc = 0;
+    if (j->slot && !r->slurm) {
+        rc |= ab_env_set(env, "CUDA_VISIBLE_DEVICES", j->slot->devices);
+        rc |= ab_env_set(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    }
+    if (plan->emulate_bytes) {
+        char n[32];
+        snprintf(n, sizeof n, "%llu", (unsigned long long)plan->emulate_bytes);
+        rc |= ab_env_set(env, "AUTOBATCH_EMULATE_GPU_MEMORY", n);
+        if (r->emulate_lib) {
+            const char *old = ab_env_get(env, "LD_PRELOAD");
+            char *pre = NULL;
+            if (old && *old)
+                rc |= asprintf(&pre, "%s:%s", r->emulate_lib, old) < 0;
+            rc |= ab_env_set(env, "LD_PRELOAD", pre ? pre : r->emulate_lib);
+            free(pre);
+        } else {
+            rc |= ab_env_set(env, "AUTOBATCH_EMULATE_METHOD", "probe");
+        }
+    }
+    if (r->slurm) {
+        /* A job step of the allocation: its own GPUs, output as it comes,
+         * a time limit past ours (autobatch ends it first), and a name
+         * to cancel it by should srun itself not end it. */
+        char name[64], gres[32], limit[32];
+        snprintf(name, sizeof name, "--job-name=autobatch-%ld-%ld", (long)getpid(), j->id);
+        snprintf(gres, sizeof gres, "--gres=gpu:%ld", plan->gpus_per_trial);
+        snprintf(limit, sizeof limit, "--time=%ld",
+                 plan->trial_timeout_s > 0 ? (long)(plan->trial_timeout_s / 60) + 2 : 0L);
+        const char *pre[] = { "srun", "--exact", "--ntasks=1", "--unbuffered", "--kill-on-bad-exit=1",
+                              name, limit };
+        size_t k = 0;
+        for (; k < sizeof pre / sizeof *pre; k++)
+            rc |= strvec_insert(&j->t.argv, k, pre[k]);
+        if (j->slot || plan->gpus[0])
+            rc |= strvec_insert(&j->t.argv, k++, gres);
+        rc |= strvec_insert(&j->t.argv, k, "--");
+    }
+    return rc ? -1 : 0;
+}
+
+/*
+ * Build trial j for (ci, value): its directory, its command and
+ * environment, its options.  Returns 0; 1 when the budget is spent (no
+ * trial); -1 after saying why (r->status is set).
+ */
+static int ab_job_prepare(struct ab_run *r, struct ab_job *j, size_t ci, long value,
+                          const struct ab_slot *slot, long round)
+{
+    const struct plan *plan = r->plan;
+    struct ab_setup *setup = r->setup;
+    const struct cell *cell = &r->space->cells[ci];
+    j->recording = plan->replay && guide_next(r->guide, r->space, ci, &value);
+    double left = plan->budget_s > 0 ? plan->budget_s - (ab_now() - r->t0) : 0;
+    if (plan->budget_s > 0 && left <= 0) {
+        r->budget_hit = 1;
+        return 1;
+    }
+    j->id = ++r->id;
+    j->ci = ci;
+    j->value = value;
+    j->slot = slot;
+    j->round = round;
+    j->worker = -1;
+    j->fd = -1;
+    /* Everything of one trial lives in one directory that goes when the
+     * trial does: its report and probe files, its scratch output
+     * directory, its working directory. */
+    snprintf(j->tdir, sizeof j->tdir, "%s/trial-%ld", r->dir, j->id);
+    snprintf(j->report, sizeof j->report, "%s/report.jsonl", j->tdir);
+    snprintf(j->probe, sizeof j->probe, "%s/probe.jsonl", j->tdir);
+    snprintf(j->outdir, sizeof j->outdir, "%s/out", j->tdir);
+    snprintf(j->wd, sizeof j->wd, "%s/wd", j->tdir);
+    snprintf(j->recdir, sizeof j->recdir, "%s/trace", j->tdir);
+    int want_out = setup->preset.knobs[KNOB_OUTPUT_DIR].via != VIA_NONE;
+    if (mkdir(j->tdir, 0700) || (want_out && mkdir(j->outdir, 0700)) ||
+        (setup->preset.config_fixed && mkdir(j->wd, 0700)) ||
+        (j->recording && mkdir(j->recdir, 0700)) || ab_make_channel(j->report) ||
+        (!plan->no_probe && ab_make_channel(j->probe))) {
+        cli_error("cannot prepare trial %ld in '%s': %s", j->id, j->tdir, strerror(errno));
+        leftovers_remove_tree(j->tdir);
+        r->status = AB_USAGE;
+        return -1;
+    }
+    struct inject_ctx *ctx = r->ctx;
+    ctx->trial_id = j->id;
+    ctx->report_path = j->report;
+    ctx->probe_path = plan->no_probe ? NULL : j->probe;
+    ctx->output_dir = want_out ? j->outdir : NULL;
+    ctx->workdir = setup->preset.config_fixed ? j->wd : NULL;
+    struct inject_candidate cand = { value, cell->grad_accum, cell->checkpointing };
+    char err[512];
+    struct inject_trial t0 = INJECT_TRIAL_INIT;
+    j->t = t0;
+    if (inject_build(ctx, plan->command, environ, &cand, &j->t, err, sizeof err)) {
+        cli_error("%s", err);
+        leftovers_remove_tree(j->tdir);
+        r->status = AB_USAGE;
+        return -1;
+    }
+    if ((plan->replay && ab_replay_env(&j->t.env, r->replay_cpu, j->recording ? j->recdir : NULL)) ||
+        ab_job_env(r, j)) {
+        cli_error("out of memory");
+        inject_trial_release(&j->t);
+        leftovers_remove_tree(j->tdir);
+        r->status = AB_USAGE;
+        return -1;
+    }
+    /* The budget caps the trial too; a trial cut by the budget says
+     * nothing about memory and is not recorded in the search. */
+    double ttl = plan->trial_timeout_s;
+    j->budget_caps = plan->budget_s > 0 && (ttl <= 0 || left < ttl);
+    if (j->budget_caps)
+        ttl = left;
+    struct trial_opts to = {
+        .oom = r->oom, .target_steps = plan->warmup + plan->steps,
+        .warmup_steps = plan->warmup, .extra_steps = 2 * plan->steps, .noise_rel = 0.10,
+        .trial_timeout_s = ttl, .hang_timeout_s = plan->hang_timeout_s, .grace_s = plan->grace_s,
+        .mem_limit = plan->trial_mem_limit,
+        .report_path = j->report, .probe_path = ctx->probe_path,
+        .expect_batch = !strcmp(setup->unit, "samples") ? value : 0,
+        .log_rules = r->log_rules, .interrupt = &ab_interrupted,
+        .hooks = { r->pg, progress_output, progress_step, r->gpu, ab_tick },
+    };
+    /* A recording trial runs until the probe has written its trace: two
+     * steps before the recording, three recorded, one more. */
+    if (j->recording && to.target_steps < AB_RECORD_STEPS)
+        to.target_steps = AB_RECORD_STEPS;
+    j->to = to;
+    return 0;
+}
+
+/*
+ * What trial j showed: into the results, the search and the replay
+ * guide; notes and explanations for the user.  shared: it ran beside
+ * other trials, so its speed is not kept.  Returns 0 to go on, 1 to stop
+ * the search (budget, interrupt, crash, bad input: r->status and the
+ * flags say which).
+ */
+static int ab_job_finish(struct ab_run *r, struct ab_job *j, int shared)
+{
+    const struct plan *plan = r->plan;
+    struct ab_setup *setup = r->setup;
+    struct space *space = r->space;
+    struct progress *pg = r->pg;
+    struct trial_result *tr = &j->tr;
+    const struct cell *cell = &space->cells[j->ci];
+    long value = j->value;
+    /* The trial's tree is gone: its temporary config copies go too (a
+     * recording trial's directory stays until its trace is read). */
+    inject_trial_release(&j->t);
+    if (!j->recording)
+        leftovers_remove_tree(j->tdir);
+    if (j->run_rc) {
+        cli_error("cannot start a trial: %s", strerror(j->run_errno));
+        r->status = AB_USAGE;
+        return 1;
+    }
+    if (tr->outcome == TRIAL_SPAWN_FAILED) {
+        cli_error("cannot run '%s': %s; check the command", plan->command[0],
+                  strerror(tr->spawn_errno));
+        r->status = AB_USAGE;
+        return 1;
+    }
+    int64_t peak = j->peak;
+    /* Samples per step: the world size the trainer really runs with when
+     * the probe saw it; a step printed per micro-batch (the preset says
+     * so) carries no accumulation. */
+    long world = tr->probe_world > 0 ? tr->probe_world : plan->world_size;
+    int per_micro = tr->steps_from == STEPS_FROM_LOG &&
+                    setup->preset.progress.step == STEP_IS_MICRO_BATCH;
+    double samples = (double)value * (double)(per_micro ? 1 : cell->grad_accum) * (double)world;
+    if (tr->probe_world > 0 && tr->probe_world != plan->world_size && !r->noted_world) {
+        r->noted_world = 1;
+        progress_note(pg, "the trainer runs with world size %ld, not --world-size %ld: "
+                          "samples/s counts %ld ranks; pass --world-size %ld so that "
+                          "--global-batch is kept right", tr->probe_world, plan->world_size,
+                      tr->probe_world, tr->probe_world);
+    }
+    if (!plan->no_probe && !tr->probe_processes && !r->noted_probe &&
+        ab_looks_python(plan->command)) {
+        r->noted_probe = 1;
+        progress_note(pg, "the in-process probe did not load in this Python trial (no "
+                          "torch, PYTHONPATH reset, or python -S/-I); steps come from %s",
+                      tr->steps_from == STEPS_FROM_REPORT ? "$AUTOBATCH_REPORT" : "the output");
+    }
+    if (tr->tail_note[0])
+        progress_note(pg, "warning: %s", tr->tail_note);
+    if (tr->probe_error[0] && !r->noted_probe_error) {
+        r->noted_probe_error = 1;
+        progress_note(pg, "the in-process probe could not see everything: %s", tr->probe_error);
+    }
+    double sps = tr->step_time_s > 0 && !shared ? samples / tr->step_time_s : -1;
+    if (j->round > 0)
+        progress_trial_start(pg, j->id, value, cell->grad_accum, cell->checkpointing,
+                             j->to.target_steps, NULL);
+    progress_trial_end(pg, tr, tr->outcome == TRIAL_FIT ? sps : -1);
+    if (tr->outcome == TRIAL_TIMEOUT && j->budget_caps) {
+        r->budget_hit = 1;
+        tr->outcome = TRIAL_INTERRUPTED;
+    }
+    struct results_trial rt = {
+        .id = j->id, .micro_batch = value, .grad_accum = cell->grad_accum,
+        .checkpointing = cell->checkpointing,
+        .outcome = tr->outcome, .exit_code = tr->exit_code, .signal = tr->signal,
+        .wall_s = tr->wall_s, .teardown_s = tr->teardown_s > 0 ? tr->teardown_s : -1,
+        .steps_measured = tr->steps_measured, .step_time_s = tr->step_time_s,
+        .step_time_mad_s = tr->step_time_mad_s,
+        .samples_per_s = tr->outcome == TRIAL_FIT ? sps : -1,
+        .peak_mem_bytes = peak,
+        .evidence = tr->outcome == TRIAL_FIT || !tr->evidence[0] ? NULL : tr->evidence,
+        .signature = tr->outcome == TRIAL_OOM ? (char *)tr->oom_name : NULL,
+        .retest = space->from_request || search_tried(&cell->search, value),
+        .steps_from = trial_steps_from_name(tr->steps_from),
+        .probe_processes = tr->probe_processes, .probe_world = tr->probe_world,
+        .loader_batch = tr->loader_batch, .batches_per_step = tr->loader_batches_per_step,
+        .peak_allocated_bytes = tr->peak_allocated_bytes,
+        .peak_vm_bytes = tr->peak_vm_bytes, .recorded = j->recording,
+        .round = j->round, .shared = shared,
+    };
+    if (j->slot)
+        snprintf(rt.devices, sizeof rt.devices, "%s", j->slot->devices);
+    if (!r->res->teardown)
+        r->res->teardown = trial_isolated_name(tr->isolation);
+    snprintf(rt.probe_torch, sizeof rt.probe_torch, "%s", tr->probe_torch);
+    snprintf(rt.probe_hook, sizeof rt.probe_hook, "%s", tr->probe_hook);
+    results_add_trial(r->res, &rt);
+    if (tr->teardown_incomplete)
+        progress_note(pg, "warning: a process outside the trial's tree kept its output "
+                          "open; gave up waiting for it");
+
+    if (r->budget_hit || tr->outcome == TRIAL_INTERRUPTED)
+        return 1;
+    if (tr->outcome == TRIAL_CRASH) {
+        ab_show_crash(pg, tr);
+        r->crashed = 1;
+        return 1;
+    }
+    if (tr->outcome == TRIAL_NO_STEPS) {
+        ab_explain_no_steps(tr, value, &setup->preset, !plan->no_probe);
+        r->no_steps = 1;
+        return 1;
+    }
+    if (tr->outcome == TRIAL_MISMATCH) {
+        ab_explain_mismatch(tr, value, &setup->preset);
+        r->status = AB_USAGE;
+        return 1;
+    }
+    if (tr->outcome == TRIAL_TIMEOUT || tr->outcome == TRIAL_HANG) {
+        /* No memory evidence, but the size does not work as it is: treat
+         * it as an upper bound and say so. */
+        r->timeouts++;
+        progress_note(pg, "micro_batch=%ld %s; counted as not fitting (raise --%s if it "
+                          "was only slow)", value,
+                      tr->outcome == TRIAL_TIMEOUT ? "ran past --trial-timeout"
+                                                   : "printed nothing for --hang-timeout",
+                      tr->outcome == TRIAL_TIMEOUT ? "trial-timeout" : "hang-timeout");
+    }
+    double cap = gpu_capacity(r->gpu);
+    struct search_obs obs = {
+        .value = value, .fit = tr->outcome == TRIAL_FIT, .need_bytes = -1,
+        .capacity_bytes = cap, .speed = tr->outcome == TRIAL_FIT ? sps : -1,
+        .spread = results_spread(&rt) > 0 ? results_spread(&rt) : 0,
+    };
+    if (obs.fit && peak > 0)
+        obs.need_bytes = (double)peak;
+    /* The line's intercept, in the units of the peak: the peak less the
+     * step's own rise above what it started from (the probe's reserved
+     * peak less what was allocated at the step's end). */
+    if (obs.fit && peak > 0 && tr->held_bytes > 0 && tr->peak_mem_bytes > tr->held_bytes &&
+        peak > tr->peak_mem_bytes - tr->held_bytes)
+        obs.base_bytes = (double)(peak - (tr->peak_mem_bytes - tr->held_bytes));
+    const struct oom_numbers *on = &tr->oom_numbers;
+    if (!obs.fit && on->tried > 0 && on->total > 0 && on->free >= 0) {
+        obs.need_bytes = (double)(on->total - on->free + on->tried);
+        /* Emulated by the probe, PyTorch still prints the real total. */
+        obs.capacity_bytes = cap > 0 && cap < (double)on->total ? cap : (double)on->total;
+    }
+    /* Recording costs memory of its own (the profiler's events, the
+     * trace): a recording trial that did not fit says nothing about the
+     * size without it, which the search then tries as usual.  A fit is
+     * evidence either way. */
+    if (!(j->recording && !obs.fit))
+        space_record(space, j->ci, &obs);
+    if (plan->replay) {
+        char note[1024];
+        guide_record(r->guide, space, j->ci, value, j->recording, obs.fit,
+                     r->replay_cpu ? tr->peak_vm_bytes : peak, j->recdir, note, sizeof note);
+        if (note[0])
+            progress_note(pg, "%s", note);
+    }
+    if (j->recording)
+        leftovers_remove_tree(j->tdir);
+    return 0;
+}
+
+/* Run trial j here, with its output shown. */
+static void ab_job_run(struct ab_run *r, struct ab_job *j)
+{
+    const struct cell *cell = &r->space->cells[j->ci];
+    struct trial_spec spec = { j->t.argv.v, j->t.env.v, j->t.cwd };
+    progress_trial_start(r->pg, j->id, j->value, cell->grad_accum, cell->checkpointing,
+                         j->to.target_steps, j->t.argv.v);
+    gpu_use(r->gpu, j->slot ? j->slot->mask : 0);
+    gpu_trial_start(r->gpu);
+    j->run_rc = trial_run(&spec, &j->to, &j->tr);
+    j->run_errno = errno;
+    j->peak = gpu_trial_peak(r->gpu, j->tr.peak_mem_bytes);
+    if (r->slurm)
+        ab_slurm_sweep(j->id);
+}
+
+/* The wire format from a worker: the trial's result and its GPU peak. */
+struct ab_wire {
+    int run_rc, run_errno;
+    int64_t peak;
+    struct trial_result tr;
+};
+
+/* Start trial j in a worker process of its own (a subreaper, like us,
+ * that dies with us), which samples its slot's GPUs and sends the result
+ * back.  Its output is not shown: trials side by side would interleave.
+ * Returns 0, or -1 (errno) with nothing started. */
+static int ab_job_spawn(struct ab_run *r, struct ab_job *j)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC))
+        return -1;
+    outq_finish(2.0);
+    fflush(NULL);
+    pid_t parent = getpid();
+    pid_t w = fork();
+    if (w < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        errno = e;
+        return -1;
+    }
+    if (w == 0) {
+        close(p[0]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+        proctree_become_subreaper();
+        static struct ab_wire wire;
+        struct trial_spec spec = { j->t.argv.v, j->t.env.v, j->t.cwd };
+        j->to.hooks = (struct trial_hooks){ NULL, NULL, NULL, r->gpu, gpu_tick };
+        gpu_use(r->gpu, j->slot ? j->slot->mask : 0);
+        gpu_trial_start(r->gpu);
+        wire.run_rc = trial_run(&spec, &j->to, &wire.tr);
+        wire.run_errno = errno;
+        wire.peak = gpu_trial_peak(r->gpu, wire.tr.peak_mem_bytes);
+        const char *b = (const char *)&wire;
+        for (size_t off = 0; off < sizeof wire;) {
+            ssize_t n = write(p[1], b + off, sizeof wire - off);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                _exit(1);
+            off += (size_t)n;
+        }
+        _exit(0);
+    }
+    close(p[1]);
+    j->worker = w;
+    j->fd = p[0];
+    j->got = 0;
+    return 0;
+}
+
+/* Read what worker j sent; on its end, reap it.  Returns 1 once done. */
+static int ab_job_collect(struct ab_job *j, struct ab_wire *buf)
+{
+    for (;;) {
+        ssize_t n = read(j->fd, (char *)buf + j->got, sizeof *buf - j->got);
+        if (n > 0) {
+            j->got += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return 0;
+        break; /* EOF or an error: the worker is gone */
+    }
+    close(j->fd);
+    j->fd = -1;
+    int ws;
+    while (waitpid(j->worker, &ws, 0) < 0 && errno == EINTR)
+        ;
+    j->worker = -1;
+    j->done = 1;
+    if (j->got == sizeof *buf) {
+        j->tr = buf->tr;
+        j->peak = buf->peak;
+        j->run_rc = buf->run_rc;
+        j->run_errno = buf->run_errno;
+    } else {
+        /* The worker died before it could say: nothing is known. */
+        memset(&j->tr, 0, sizeof j->tr);
+        j->tr.outcome = TRIAL_INTERRUPTED;
+        j->tr.exit_code = -1;
+        j->tr.step_time_s = j->tr.step_time_mad_s = -1;
+        j->tr.peak_mem_bytes = j->tr.peak_allocated_bytes = j->tr.held_bytes = -1;
+        j->tr.peak_vm_bytes = j->tr.probe_world = j->tr.loader_batch = -1;
+        j->tr.loader_batches_per_step = -1;
+        j->peak = -1;
+    }
+    return 1;
+}
+
+/* A running trial that the others' answers made pointless: its size is
+ * now known to fit (a larger one fitted) or to fail (a smaller one
+ * failed) in its cell. */
+static int ab_job_pointless(const struct ab_run *r, const struct ab_job *j)
+{
+    const struct search *s = &r->space->cells[j->ci].search;
+    long fail = search_min_fail(s), fit = search_max_fit(s);
+    return (fail >= 0 && j->value > fail) || (fit >= 0 && j->value < fit);
+}
+
+/*
+ * One round of up to n trials side by side, each on its own slot.
+ * Results are taken as they come; each may cancel the others it made
+ * pointless.  Returns 0 to go on, 1 to stop (as ab_job_finish).
+ */
+static int ab_round(struct ab_run *r, struct ab_job *jobs, size_t n, const size_t *ci,
+                    const long *micro, long round)
+{
+    size_t started = 0;
+    int stop = 0;
+    for (size_t i = 0; i < n && !stop; i++) {
+        int rc = ab_job_prepare(r, &jobs[i], ci[i], micro[i], &r->slots[i], round);
+        if (rc) {
+            stop = 1;
+            break;
+        }
+        if (ab_job_spawn(r, &jobs[i])) {
+            cli_error("cannot start a trial: %s", strerror(errno));
+            inject_trial_release(&jobs[i].t);
+            leftovers_remove_tree(jobs[i].tdir);
+            r->status = AB_USAGE;
+            stop = 1;
+            break;
+        }
+        jobs[i].done = jobs[i].cancelled = 0;
+        started++;
+        progress_note(r->pg, "round %ld: trial %ld micro_batch=%ld on GPU %s", round,
+                      jobs[i].id, micro[i], r->slots[i].devices);
+    }
+    static struct ab_wire buf;
+    size_t left = started;
+    int forwarded = 0;
+    while (left) {
+        if (ab_interrupted && !forwarded) {
+            forwarded = 1;
+            for (size_t i = 0; i < started; i++)
+                if (jobs[i].worker > 0)
+                    kill(jobs[i].worker, SIGTERM);
+        }
+        struct pollfd pfd[SPACE_MAX_ROUND];
+        size_t which[SPACE_MAX_ROUND], np = 0;
+        for (size_t i = 0; i < started; i++)
+            if (!jobs[i].done) {
+                pfd[np].fd = jobs[i].fd;
+                pfd[np].events = POLLIN;
+                which[np++] = i;
+            }
+        if (poll(pfd, np, 100) <= 0)
+            continue;
+        for (size_t k = 0; k < np; k++) {
+            struct ab_job *j = &jobs[which[k]];
+            if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            memset(&buf, 0, sizeof buf);
+            if (!ab_job_collect(j, &buf))
+                continue;
+            left--;
+            if (j->cancelled) {
+                /* Not evidence: it was stopped for being pointless. */
+                inject_trial_release(&j->t);
+                leftovers_remove_tree(j->tdir);
+                r->res->cancelled++;
+                continue;
+            }
+            if (stop) {
+                inject_trial_release(&j->t);
+                leftovers_remove_tree(j->tdir);
+                continue;
+            }
+            if (ab_job_finish(r, j, started > 1)) {
+                stop = 1;
+                for (size_t i = 0; i < started; i++)
+                    if (!jobs[i].done && jobs[i].worker > 0)
+                        kill(jobs[i].worker, SIGTERM);
+                continue;
+            }
+            for (size_t i = 0; i < started; i++) {
+                struct ab_job *o = &jobs[i];
+                if (!o->done && !o->cancelled && ab_job_pointless(r, o)) {
+                    o->cancelled = 1;
+                    kill(o->worker, SIGTERM);
+                    progress_note(r->pg, "trial %ld (micro_batch=%ld) cancelled: trial %ld "
+                                         "answered for it", o->id, o->value, j->id);
+                }
+            }
+        }
+    }
+    if (!gpu_settle(r->gpu))
+        progress_note(r->pg, "warning: GPU memory did not return to its level before the "
+                             "round within 10s; the next round may see less free memory");
+    return stop;
+}
+
 int main(int argc, char **argv)
 {
     ab_sanitize_fds();
@@ -1033,6 +1823,60 @@ int main(int argc, char **argv)
     /* ---- GPUs and the warm start */
     struct gpu gpu;
     gpu_open(&gpu, getenv("AUTOBATCH_NVML_LIB"));
+    /* Side by side (--gpus), as Slurm job steps, on emulated memory:
+     * everything checked before the first trial. */
+    int slurm = plan.launcher ? !strcmp(plan.launcher, "slurm") : getenv("SLURM_JOB_ID") != NULL;
+    if (slurm && !strcmp(basename(plan.command[0]), "srun"))
+        slurm = 0; /* the command makes its own job step */
+    struct ab_slot slots[SPACE_MAX_ROUND];
+    char emulate_lib[PATH_MAX] = "";
+    long nslots;
+    {
+        const char *bad = NULL;
+        char why[512] = "";
+        nslots = ab_slots(&plan, &gpu, slurm, slots, SPACE_MAX_ROUND, why, sizeof why);
+        double real_cap = gpu_capacity(&gpu);
+        if (nslots < 0)
+            bad = why;
+        else if (slurm && !ab_in_path("srun"))
+            bad = "--launcher slurm: srun is not in PATH; run inside a Slurm allocation or use "
+                  "--launcher local";
+        else if (nslots > 1 && plan.replay)
+            bad = "--replay runs its recordings one at a time; drop --gpus or --replay";
+        else if (plan.emulate_bytes && gpu.n <= 0)
+            snprintf(why, sizeof why, "--emulate-gpu-memory needs a GPU seen through NVML (%s)",
+                     gpu.why), bad = why;
+        else if (plan.emulate_bytes && (double)plan.emulate_bytes >= real_cap)
+            snprintf(why, sizeof why, "--emulate-gpu-memory: %.1f GiB is not smaller than the "
+                     "GPU's %.1f GiB; give a smaller size", (double)plan.emulate_bytes / (1 << 30),
+                     real_cap / (1 << 30)), bad = why;
+        else if (plan.emulate_bytes && !strcmp(plan.emulate_with, "probe") && plan.no_probe)
+            bad = "--emulate-with probe works through the in-process probe; drop --no-probe";
+        else if (plan.emulate_bytes && !strcmp(plan.emulate_with, "preload") &&
+                 ab_emulate_lib(emulate_lib, sizeof emulate_lib))
+            bad = "--emulate-gpu-memory: libautobatch-gpuemu.so is not next to autobatch; set "
+                  "AUTOBATCH_GPUEMU_LIB to it, or use --emulate-with probe";
+        if (bad) {
+            cli_error("%s", bad);
+            gpu_release(&gpu);
+            leftovers_remove_tree(dir);
+            space_release(&space);
+            results_release(&res);
+            oom_table_release(&oom);
+            ab_setup_release(&setup);
+            return AB_USAGE;
+        }
+        if (plan.emulate_bytes) {
+            res.emulated = plan.emulate_bytes;
+            res.emulated_with = plan.emulate_with;
+            res.emulated_real_total = (long long)real_cap;
+            gpu_emulate(&gpu, plan.emulate_bytes);
+        }
+        res.launcher = slurm ? "slurm" : "local";
+        res.slots = nslots > 1 ? nslots : 1;
+        so.shared_speeds = nslots > 1;
+        space.o.shared_speeds = nslots > 1;
+    }
     if (gpu.n) {
         res.gpus = calloc((size_t)gpu.n, sizeof *res.gpus);
         for (int i = 0; res.gpus && i < gpu.n; i++) {
@@ -1092,20 +1936,29 @@ int main(int argc, char **argv)
     }
 
     /* ---- the trials */
-    double t0 = ab_now();
-    int status = AB_OK, budget_hit = 0, crashed = 0, timeouts = 0, no_steps = 0;
-    int noted_world = 0, noted_probe = 0, noted_probe_error = 0;
-    long id = 0, value;
-    size_t ci;
-    struct trial_result *tr = malloc(sizeof *tr);
-    if (!tr) {
+    struct ab_run run = {
+        .plan = &plan, .setup = &setup, .ctx = &ctx, .space = &space, .res = &res, .gpu = &gpu,
+        .guide = &guide, .pg = &pg, .oom = &oom, .log_rules = &log_rules, .dir = dir,
+        .replay_cpu = replay_cpu, .t0 = ab_now(), .status = AB_OK,
+        .slots = nslots > 0 ? slots : NULL, .nslots = nslots > 0 ? (size_t)nslots : 0,
+        .slurm = slurm,
+        .emulate_lib = emulate_lib[0] ? emulate_lib : NULL,
+    };
+    size_t width = nslots > 1 ? (size_t)nslots : 1;
+    struct ab_job *jobs = calloc(width, sizeof *jobs);
+    size_t *round_ci = calloc(width, sizeof *round_ci);
+    long *round_micro = calloc(width, sizeof *round_micro);
+    if (!jobs || !round_ci || !round_micro) {
         cli_error("out of memory");
         return AB_USAGE;
     }
-
     int repeated = 0;
+    long round = 0;
     for (;;) {
-        if (ab_interrupted || !space_next(&space, &ci, &value)) {
+        size_t k = 0;
+        if (!ab_interrupted)
+            k = space_next_round(&space, width, round_ci, round_micro);
+        if (!k) {
             /* The finalists measured again, once, when noise could have
              * decided between them. */
             if (repeated || ab_interrupted ||
@@ -1114,218 +1967,34 @@ int main(int argc, char **argv)
             repeated = 1;
             continue;
         }
-        const struct cell *cell = &space.cells[ci];
-        int recording = plan.replay && guide_next(&guide, &space, ci, &value);
-        double left = plan.budget_s > 0 ? plan.budget_s - (ab_now() - t0) : 0;
-        if (plan.budget_s > 0 && left <= 0) {
-            budget_hit = 1;
+        if (k > 1) {
+            res.rounds = ++round;
+            if (ab_round(&run, jobs, k, round_ci, round_micro, round))
+                break;
+            continue;
+        }
+        /* One at a time, output shown: on the first slot when there are
+         * slots (a throughput measurement alone). */
+        struct ab_job *j = &jobs[0];
+        memset(j, 0, sizeof *j);
+        if (ab_job_prepare(&run, j, round_ci[0], round_micro[0], run.slots, 0))
             break;
-        }
-        id++;
-        /* Everything of one trial lives in one directory that goes when
-         * the trial does: its report and probe files, its scratch output
-         * directory, its working directory. */
-        char tdir[4200], report[4300], probe[4300], outdir[4300], wd[4300], recdir[4300];
-        snprintf(tdir, sizeof tdir, "%s/trial-%ld", dir, id);
-        snprintf(report, sizeof report, "%s/report.jsonl", tdir);
-        snprintf(probe, sizeof probe, "%s/probe.jsonl", tdir);
-        snprintf(outdir, sizeof outdir, "%s/out", tdir);
-        snprintf(wd, sizeof wd, "%s/wd", tdir);
-        snprintf(recdir, sizeof recdir, "%s/trace", tdir);
-        int want_out = setup.preset.knobs[KNOB_OUTPUT_DIR].via != VIA_NONE;
-        if (mkdir(tdir, 0700) || (want_out && mkdir(outdir, 0700)) ||
-            (setup.preset.config_fixed && mkdir(wd, 0700)) || (recording && mkdir(recdir, 0700)) ||
-            ab_make_channel(report) || (!plan.no_probe && ab_make_channel(probe))) {
-            cli_error("cannot prepare trial %ld in '%s': %s", id, tdir, strerror(errno));
-            leftovers_remove_tree(tdir);
-            status = AB_USAGE;
-            break;
-        }
-        ctx.trial_id = id;
-        ctx.report_path = report;
-        ctx.probe_path = plan.no_probe ? NULL : probe;
-        ctx.output_dir = want_out ? outdir : NULL;
-        ctx.workdir = setup.preset.config_fixed ? wd : NULL;
-        struct inject_candidate cand = { value, cell->grad_accum, cell->checkpointing };
-        struct inject_trial t = INJECT_TRIAL_INIT;
-        if (inject_build(&ctx, plan.command, environ, &cand, &t, err, sizeof err)) {
-            cli_error("%s", err);
-            leftovers_remove_tree(tdir);
-            status = AB_USAGE;
-            break;
-        }
-        if (plan.replay && ab_replay_env(&t.env, replay_cpu, recording ? recdir : NULL)) {
-            cli_error("out of memory");
-            inject_trial_release(&t);
-            leftovers_remove_tree(tdir);
-            status = AB_USAGE;
-            break;
-        }
-        /* The budget caps the trial too; a trial cut by the budget says
-         * nothing about memory and is not recorded in the search. */
-        double ttl = plan.trial_timeout_s;
-        int budget_caps = plan.budget_s > 0 && (ttl <= 0 || left < ttl);
-        if (budget_caps)
-            ttl = left;
-        struct trial_opts to = {
-            .oom = &oom, .target_steps = plan.warmup + plan.steps,
-            .warmup_steps = plan.warmup, .extra_steps = 2 * plan.steps, .noise_rel = 0.10,
-            .trial_timeout_s = ttl, .hang_timeout_s = plan.hang_timeout_s, .grace_s = plan.grace_s,
-            .mem_limit = plan.trial_mem_limit,
-            .report_path = report, .probe_path = ctx.probe_path,
-            .expect_batch = !strcmp(setup.unit, "samples") ? value : 0,
-            .log_rules = &log_rules, .interrupt = &ab_interrupted,
-            .hooks = { &pg, progress_output, progress_step, &gpu, ab_tick },
-        };
-        /* A recording trial runs until the probe has written its trace:
-         * two steps before the recording, three recorded, one more. */
-        if (recording && to.target_steps < AB_RECORD_STEPS)
-            to.target_steps = AB_RECORD_STEPS;
-        struct trial_spec spec = { t.argv.v, t.env.v, t.cwd };
-        progress_trial_start(&pg, id, value, cell->grad_accum, cell->checkpointing,
-                             to.target_steps, t.argv.v);
-        gpu_trial_start(&gpu);
-        int rc = trial_run(&spec, &to, tr);
-        /* The trial's tree is gone: its temporary config copies go too
-         * (a recording trial's directory stays until its trace is read). */
-        inject_trial_release(&t);
-        if (!recording)
-            leftovers_remove_tree(tdir);
-        if (rc) {
-            cli_error("cannot start a trial: %s", strerror(errno));
-            status = AB_USAGE;
-            break;
-        }
-        if (tr->outcome == TRIAL_SPAWN_FAILED) {
-            cli_error("cannot run '%s': %s; check the command", plan.command[0],
-                      strerror(tr->spawn_errno));
-            status = AB_USAGE;
-            break;
-        }
-        int64_t peak = gpu_trial_peak(&gpu, tr->peak_mem_bytes);
-        /* Samples per step: the world size the trainer really runs with
-         * when the probe saw it; a step printed per micro-batch (the
-         * preset says so) carries no accumulation. */
-        long world = tr->probe_world > 0 ? tr->probe_world : plan.world_size;
-        int per_micro = tr->steps_from == STEPS_FROM_LOG &&
-                        setup.preset.progress.step == STEP_IS_MICRO_BATCH;
-        double samples = (double)value * (double)(per_micro ? 1 : cell->grad_accum) * (double)world;
-        if (tr->probe_world > 0 && tr->probe_world != plan.world_size && !noted_world) {
-            noted_world = 1;
-            progress_note(&pg, "the trainer runs with world size %ld, not --world-size %ld: "
-                               "samples/s counts %ld ranks; pass --world-size %ld so that "
-                               "--global-batch is kept right", tr->probe_world, plan.world_size,
-                          tr->probe_world, tr->probe_world);
-        }
-        if (!plan.no_probe && !tr->probe_processes && !noted_probe && ab_looks_python(plan.command)) {
-            noted_probe = 1;
-            progress_note(&pg, "the in-process probe did not load in this Python trial (no "
-                               "torch, PYTHONPATH reset, or python -S/-I); steps come from %s",
-                          tr->steps_from == STEPS_FROM_REPORT ? "$AUTOBATCH_REPORT" : "the output");
-        }
-        if (tr->tail_note[0])
-            progress_note(&pg, "warning: %s", tr->tail_note);
-        if (tr->probe_error[0] && !noted_probe_error) {
-            noted_probe_error = 1;
-            progress_note(&pg, "the in-process probe could not see everything: %s", tr->probe_error);
-        }
-        double sps = tr->step_time_s > 0 ? samples / tr->step_time_s : -1;
-        progress_trial_end(&pg, tr, tr->outcome == TRIAL_FIT ? sps : -1);
-        if (tr->outcome == TRIAL_TIMEOUT && budget_caps) {
-            budget_hit = 1;
-            tr->outcome = TRIAL_INTERRUPTED;
-        }
-        struct results_trial rt = {
-            .id = id, .micro_batch = value, .grad_accum = cell->grad_accum,
-            .checkpointing = cell->checkpointing,
-            .outcome = tr->outcome, .exit_code = tr->exit_code, .signal = tr->signal,
-            .wall_s = tr->wall_s, .teardown_s = tr->teardown_s > 0 ? tr->teardown_s : -1,
-            .steps_measured = tr->steps_measured, .step_time_s = tr->step_time_s,
-            .step_time_mad_s = tr->step_time_mad_s,
-            .samples_per_s = tr->outcome == TRIAL_FIT ? sps : -1,
-            .peak_mem_bytes = peak,
-            .evidence = tr->outcome == TRIAL_FIT || !tr->evidence[0] ? NULL : tr->evidence,
-            .signature = tr->outcome == TRIAL_OOM ? (char *)tr->oom_name : NULL,
-            .retest = space.from_request || search_tried(&cell->search, value),
-            .steps_from = trial_steps_from_name(tr->steps_from),
-            .probe_processes = tr->probe_processes, .probe_world = tr->probe_world,
-            .loader_batch = tr->loader_batch, .batches_per_step = tr->loader_batches_per_step,
-            .peak_allocated_bytes = tr->peak_allocated_bytes,
-            .peak_vm_bytes = tr->peak_vm_bytes, .recorded = recording,
-        };
-        if (!res.teardown)
-            res.teardown = trial_isolated_name(tr->isolation);
-        snprintf(rt.probe_torch, sizeof rt.probe_torch, "%s", tr->probe_torch);
-        snprintf(rt.probe_hook, sizeof rt.probe_hook, "%s", tr->probe_hook);
-        results_add_trial(&res, &rt);
-        if (tr->teardown_incomplete)
-            progress_note(&pg, "warning: a process outside the trial's tree kept its output "
-                               "open; gave up waiting for it");
+        ab_job_run(&run, j);
+        if (width > 1)
+            res.rounds = ++round;
+        int stop = ab_job_finish(&run, j, 0);
         if (!gpu_settle(&gpu))
             progress_note(&pg, "warning: GPU memory did not return to its level before the "
                                "trial within 10s; the next trial may see less free memory");
-
-        if (budget_hit || tr->outcome == TRIAL_INTERRUPTED)
+        if (stop)
             break;
-        if (tr->outcome == TRIAL_CRASH) {
-            ab_show_crash(&pg, tr);
-            crashed = 1;
-            break;
-        }
-        if (tr->outcome == TRIAL_NO_STEPS) {
-            ab_explain_no_steps(tr, value, &setup.preset, !plan.no_probe);
-            no_steps = 1;
-            break;
-        }
-        if (tr->outcome == TRIAL_MISMATCH) {
-            ab_explain_mismatch(tr, value, &setup.preset);
-            status = AB_USAGE;
-            break;
-        }
-        if (tr->outcome == TRIAL_TIMEOUT || tr->outcome == TRIAL_HANG) {
-            /* No memory evidence, but the size does not work as it is:
-             * treat it as an upper bound and say so. */
-            timeouts++;
-            progress_note(&pg, "micro_batch=%ld %s; counted as not fitting (raise --%s if it "
-                               "was only slow)", value,
-                          tr->outcome == TRIAL_TIMEOUT ? "ran past --trial-timeout"
-                                                       : "printed nothing for --hang-timeout",
-                          tr->outcome == TRIAL_TIMEOUT ? "trial-timeout" : "hang-timeout");
-        }
-        struct search_obs obs = {
-            .value = value, .fit = tr->outcome == TRIAL_FIT, .need_bytes = -1,
-            .capacity_bytes = gpu_capacity(&gpu), .speed = tr->outcome == TRIAL_FIT ? sps : -1,
-            .spread = results_spread(&rt) > 0 ? results_spread(&rt) : 0,
-        };
-        if (obs.fit && peak > 0)
-            obs.need_bytes = (double)peak;
-        /* The line's intercept, in the units of the peak: the peak less
-         * the step's own rise above what it started from (the probe's
-         * reserved peak less what was allocated at the step's end). */
-        if (obs.fit && peak > 0 && tr->held_bytes > 0 && tr->peak_mem_bytes > tr->held_bytes &&
-            peak > tr->peak_mem_bytes - tr->held_bytes)
-            obs.base_bytes = (double)(peak - (tr->peak_mem_bytes - tr->held_bytes));
-        const struct oom_numbers *on = &tr->oom_numbers;
-        if (!obs.fit && on->tried > 0 && on->total > 0 && on->free >= 0) {
-            obs.need_bytes = (double)(on->total - on->free + on->tried);
-            obs.capacity_bytes = (double)on->total;
-        }
-        /* Recording costs memory of its own (the profiler's events, the
-         * trace): a recording trial that did not fit says nothing about
-         * the size without it, which the search then tries as usual.  A
-         * fit is evidence either way. */
-        if (!(recording && !obs.fit))
-            space_record(&space, ci, &obs);
-        if (plan.replay) {
-            char note[1024];
-            guide_record(&guide, &space, ci, value, recording, obs.fit,
-                         replay_cpu ? tr->peak_vm_bytes : peak, recdir, note, sizeof note);
-            if (note[0])
-                progress_note(&pg, "%s", note);
-        }
-        if (recording)
-            leftovers_remove_tree(tdir);
     }
+    free(jobs);
+    free(round_ci);
+    free(round_micro);
+    int status = run.status, budget_hit = run.budget_hit, crashed = run.crashed;
+    int timeouts = run.timeouts, no_steps = run.no_steps;
+    double t0 = run.t0;
     if (plan.replay) {
         res.replay = guide_json(&guide, &space);
         guide_release(&guide);
@@ -1423,7 +2092,6 @@ int main(int argc, char **argv)
     json_decref(doc);
     json_decref(baseline);
     leftovers_remove_tree(dir);
-    free(tr);
     space_release(&space);
     results_release(&res);
     oom_table_release(&oom);

@@ -211,6 +211,12 @@ static json_t *results_trial_json(const struct results_trial *t)
         json_object_set_new(o, "retest", json_true());
     if (t->recorded)
         json_object_set_new(o, "recorded", json_true());
+    if (t->round > 0)
+        json_object_set_new(o, "round", json_integer(t->round));
+    if (t->devices[0])
+        json_object_set_new(o, "devices", json_string(t->devices));
+    if (t->shared)
+        json_object_set_new(o, "shared", json_true());
     json_object_set_new(o, "steps_from", str_or_null(t->steps_from));
     if (t->probe_processes > 0) {
         json_t *pr = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o}",
@@ -374,6 +380,18 @@ json_t *results_to_json(const struct results *r)
             json_array_append_new(gpus, json_pack("{s:i, s:s, s:I}", "index", r->gpus[i].index,
                                                   "name", r->gpus[i].name, "memory_total_bytes",
                                                   (json_int_t)r->gpus[i].total));
+        if (r->emulated)
+            json_object_set_new(json_object_get(doc, "host"), "emulated_gpu_memory",
+                                json_pack("{s:I, s:s, s:I}", "bytes", (json_int_t)r->emulated,
+                                          "with", r->emulated_with ? r->emulated_with : "preload",
+                                          "real_total_bytes", (json_int_t)r->emulated_real_total));
+        if (r->slots > 1 || (r->launcher && strcmp(r->launcher, "local"))) {
+            json_t *sum = json_object_get(doc, "summary");
+            json_object_set_new(sum, "launcher", json_string(r->launcher ? r->launcher : "local"));
+            json_object_set_new(sum, "slots", json_integer(r->slots));
+            json_object_set_new(sum, "rounds", json_integer(r->rounds));
+            json_object_set_new(sum, "cancelled", json_integer(r->cancelled));
+        }
         json_object_set_new(doc, "config", str_or_null(r->config));
         json_object_set_new(doc, "replay", r->replay ? json_incref(r->replay) : json_null());
         json_object_set_new(doc, "choice", results_choice(r));

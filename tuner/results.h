@@ -47,6 +47,9 @@ struct results_trial {
     int64_t peak_allocated_bytes; /**< <0: null */
     int64_t peak_vm_bytes;  /**< the probe's VmPeak (--replay); <0: null */
     int recorded;           /**< a --replay recording trial (its profiled steps are slower) */
+    long round;             /**< --gpus: the round it ran in; 0: trials ran one at a time */
+    char devices[128];      /**< --gpus / Slurm: the CUDA_VISIBLE_DEVICES it got, or "" */
+    int shared;             /**< it ran beside other trials: its speed is not kept */
 };
 
 /** One (grad_accum, checkpointing) cell's answer. */
@@ -82,6 +85,13 @@ struct results {
     long world_size;
     double headroom;         /**< --headroom as a fraction */
     struct results_gpu { int index; char name[96]; long long total; } *gpus;
+    unsigned long long emulated; /**< --emulate-gpu-memory bytes; 0: real memory */
+    const char *emulated_with;   /**< "preload" or "probe" when emulated */
+    long long emulated_real_total; /**< the smallest real device's total when emulated */
+    const char *launcher;    /**< "local" or "slurm" */
+    long slots;              /**< trials run side by side (--gpus); 1 otherwise */
+    long rounds;             /**< rounds of side-by-side trials; 0 without --gpus */
+    long cancelled;          /**< side-by-side trials cancelled as pointless */
     size_t ngpus;
     struct results_trial *trials; size_t ntrials;
     struct results_cell *cells; size_t ncells;

@@ -301,6 +301,84 @@ int search_next(struct search *s, long *value)
     return 1;
 }
 
+/* Add v to the round's sizes when it lies strictly inside (lo, hi), is
+ * not known yet and not already in the round. */
+static void search_round_add(const struct search *s, long lo, long hi, long v, long *values,
+                             int *k)
+{
+    if (v <= lo || v >= hi || v < s->min || v > s->max || search_known(s, v))
+        return;
+    for (int i = 0; i < *k; i++)
+        if (values[i] == v)
+            return;
+    values[(*k)++] = v;
+}
+
+static int cmp_long_asc(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+int search_next_n(struct search *s, int n, long *values)
+{
+    long v;
+    if (n < 1 || !search_next(s, &v))
+        return 0;
+    int k = 0;
+    long fail = search_first_fail(s);
+    long lo = search_last_fit(s, fail);
+    long hi = fail >= 0 ? fail : s->max + s->step;
+    if (lo < 0)
+        lo = s->min - s->step;
+    /* What search_next chose stays, except a bisection, which the
+     * (N+1)-ary cuts below replace; a model's prediction takes the size
+     * above it along, so that a right model is confirmed in one round. */
+    if (s->last_how != SEARCH_BISECT)
+        values[k++] = v;
+    if (n == 1 || s->last_how == SEARCH_RETEST) {
+        if (!k)
+            values[k++] = v;
+        return k;
+    }
+    if (s->last_how == SEARCH_MODEL)
+        search_round_add(s, lo, hi, v + s->step, values, &k);
+    /* The rest cut the open gaps of the bracket so that the widest part
+     * left is as narrow as it can be: each slot goes to the gap whose
+     * parts would otherwise be widest, and each gap is cut evenly. */
+    long ends[66];
+    int ne = 0;
+    ends[ne++] = lo;
+    ends[ne++] = hi;
+    for (int i = 0; i < k; i++)
+        ends[ne++] = values[i];
+    qsort(ends, (size_t)ne, sizeof *ends, cmp_long_asc);
+    int cuts[65] = { 0 };
+    int left = n - k > 64 ? 64 : n - k;
+    for (int r = 0; r < left; r++) {
+        int best = -1;
+        double widest = 0;
+        for (int g = 0; g + 1 < ne; g++) {
+            double part = (double)(ends[g + 1] - ends[g]) / s->step / (cuts[g] + 1);
+            if (part > widest && (ends[g + 1] - ends[g]) / s->step > cuts[g] + 1) {
+                widest = part;
+                best = g;
+            }
+        }
+        if (best < 0)
+            break;
+        cuts[best]++;
+    }
+    for (int g = 0; g + 1 < ne; g++) {
+        long steps = (ends[g + 1] - ends[g]) / s->step;
+        for (int c = 1; c <= cuts[g]; c++)
+            search_round_add(s, lo, hi, ends[g] + steps * c / (cuts[g] + 1) * s->step, values, &k);
+    }
+    if (!k)
+        values[k++] = v; /* every cut was known: the search's own choice */
+    return k;
+}
+
 static void search_push(struct search *s, const struct search_obs *o, int inferred)
 {
     if (s->nprobes == s->alloc) {

@@ -115,6 +115,15 @@ void search_release(struct search *s);
 /** Propose the next size: returns 1 and sets *value, or 0 when done. */
 int search_next(struct search *s, long *value);
 
+/**
+ * Propose up to n sizes to run side by side (n <= 64): search_next's
+ * choice, with the size above it when that is a model's prediction, and
+ * the remaining slots cutting the bracket evenly ((n+1)-ary cuts; a
+ * bisection step is replaced by them).  Returns how many were written to
+ * values (0 when done).  The results may be recorded in any order.
+ */
+int search_next_n(struct search *s, int n, long *values);
+
 /** Record a trial of obs->value. */
 void search_record(struct search *s, const struct search_obs *obs);
 

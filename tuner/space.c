@@ -379,36 +379,45 @@ static int space_ran_any(const struct cell *c)
     return 0;
 }
 
+/* Cell c's boundary search: up to n sizes to run side by side into
+ * micro (the cached sizes first, both in one round); 0 when the search
+ * is over (the cell is then measuring, pruned or finished). */
+static int space_cell_search(struct space *sp, struct cell *c, int n, long *micro)
+{
+    int gate = c->checkpointing && !sp->o.ckpt_forced, k = 0;
+    for (int i = 0; i < 2; i++) {
+        /* A cached size is confirmed unless this run already knows it. */
+        long v = c->seeds[i];
+        if (k >= n)
+            break;
+        c->seeds[i] = -1;
+        if (v >= c->search.min && v <= c->search.max && !search_known(&c->search, v) &&
+            !(gate && space_fits_off(sp, v)))
+            micro[k++] = v;
+    }
+    if (k || c->state != CELL_SEARCHING)
+        return k;
+    long fail = search_min_fail(&c->search);
+    long top = fail >= 0 ? fail - c->search.step : c->search.max;
+    if (space_cannot_win(sp, c, top)) {
+        c->state = space_ran_any(c) ? CELL_DONE : CELL_SKIPPED;
+        c->pruned = 1;
+        c->skip_reason = "pruned: by the step-time line, no size it could fit would beat the "
+                         "fastest point measured";
+        return 0;
+    }
+    k = n > 1 ? search_next_n(&c->search, n, micro) : search_next(&c->search, micro);
+    if (!k)
+        c->state = CELL_MEASURING;
+    return k;
+}
+
 /* The next size for cell c, or 0 when the cell is finished. */
 static int space_cell_next(struct space *sp, struct cell *c, long *micro)
 {
     int gate = c->checkpointing && !sp->o.ckpt_forced;
-    for (int k = 0; k < 2; k++) {
-        /* A cached size is confirmed unless this run already knows it. */
-        long v = c->seeds[k];
-        c->seeds[k] = -1;
-        if (v >= c->search.min && v <= c->search.max && !search_known(&c->search, v) &&
-            !(gate && space_fits_off(sp, v))) {
-            *micro = v;
-            return 1;
-        }
-    }
-    if (c->state == CELL_SEARCHING) {
-        long v, fail = search_min_fail(&c->search);
-        long top = fail >= 0 ? fail - c->search.step : c->search.max;
-        if (space_cannot_win(sp, c, top)) {
-            c->state = space_ran_any(c) ? CELL_DONE : CELL_SKIPPED;
-            c->pruned = 1;
-            c->skip_reason = "pruned: by the step-time line, no size it could fit would beat the "
-                             "fastest point measured";
-            return 0;
-        }
-        if (search_next(&c->search, &v)) {
-            *micro = v;
-            return 1;
-        }
-        c->state = CELL_MEASURING;
-    }
+    if (space_cell_search(sp, c, 1, micro))
+        return 1;
     if (c->state != CELL_MEASURING)
         return 0;
     long mf = search_max_fit(&c->search);
@@ -424,6 +433,13 @@ static int space_cell_next(struct space *sp, struct cell *c, long *micro)
         return 0;
     }
     if (!search_tried(&c->search, mf)) {
+        *micro = mf;
+        return 1;
+    }
+    /* Its trial ran beside others (--gpus), which share the CPU and the
+     * host: its speed is measured again, alone. */
+    if (space_speed(c, mf) <= 0 && sp->o.shared_speeds && c->remeasured != mf) {
+        c->remeasured = mf;
         *micro = mf;
         return 1;
     }
@@ -448,6 +464,29 @@ int space_request(struct space *sp, size_t cell, long micro)
     sp->req[sp->nreq].cell = cell;
     sp->req[sp->nreq].micro = micro;
     sp->nreq++;
+    return 0;
+}
+
+size_t space_next_round(struct space *sp, size_t n, size_t *cell, long *micro)
+{
+    if (n <= 1 || sp->nreq)
+        return (size_t)space_next(sp, cell, micro);
+    sp->from_request = 0;
+    if (n > SPACE_MAX_ROUND)
+        n = SPACE_MAX_ROUND;
+    for (; sp->cur < sp->ncells; sp->cur++) {
+        struct cell *c = &sp->cells[sp->cur];
+        if (c->state == CELL_DONE || c->state == CELL_SKIPPED)
+            continue;
+        int k = space_cell_search(sp, c, (int)n, micro);
+        if (!k && space_cell_next(sp, c, micro))
+            k = 1; /* measuring: one at a time */
+        if (k) {
+            for (int i = 0; i < k; i++)
+                cell[i] = sp->cur;
+            return (size_t)k;
+        }
+    }
     return 0;
 }
 

@@ -63,6 +63,7 @@ struct cell {
     int pruned;              /**< its search stopped: it could not beat the fastest point */
     long seed_max_fit;       /**< the cached max-fit; -1 none */
     long seed_fastest;       /**< the cached fastest micro-batch; -1 none */
+    long remeasured;         /**< the max-fit measured again alone (shared_speeds); 0 none */
 };
 
 struct space_opts {
@@ -74,6 +75,8 @@ struct space_opts {
     long world_size;
     int use_model;           /**< allow the memory model's jumps */
     int open_mid;            /**< no memory figures will come: bisect from the middle */
+    int shared_speeds;       /**< trials may run side by side: a speed measured then is
+                                  not recorded, and the max-fit is measured again alone */
 };
 
 #define SPACE_MAX_REQUESTS 4
@@ -97,6 +100,16 @@ void space_release(struct space *sp);
 
 /** The next trial: returns 1 with *cell and *micro set, 0 when all is done. */
 int space_next(struct space *sp, size_t *cell, long *micro);
+
+#define SPACE_MAX_ROUND 64
+
+/**
+ * Up to n trials to run side by side (one round): while a cell searches
+ * for its boundary, n sizes of that cell (search_next_n); when it
+ * measures throughput, or answers a request, one.  Returns how many were
+ * written to cell[] and micro[] (0: all is done).
+ */
+size_t space_next_round(struct space *sp, size_t n, size_t *cell, long *micro);
 
 /**
  * Ask for one more trial of a size a cell already ran (a noisy

@@ -19,8 +19,11 @@
  * Environment, read by nvmlInit_v2 (so each init starts a fresh script):
  *   FAKE_NVML_INIT_FAIL=1     nvmlInit_v2 fails with "Driver Not Loaded"
  *   FAKE_NVML_GPUS=N          number of GPUs (default 1, at most 16)
- *   FAKE_NVML_NAME=text       every GPU's name (default "NVIDIA H100 80GB HBM3")
- *   FAKE_NVML_TOTAL=size      memory per GPU (default 81559M, an H100's)
+ *   FAKE_NVML_NAME=text       every GPU's name (default "NVIDIA H100 80GB HBM3");
+ *                             "a;b;..." names GPU 0, 1, ... (the last repeats)
+ *   FAKE_NVML_TOTAL="t0 t1 .." memory per GPU (default 81559M, an H100's); a
+ *                             missing column repeats the last one
+ * nvmlDeviceGetUUID answers "GPU-fake-<index>" (8 hex digits).
  *   FAKE_NVML_RESERVED=size   driver-reserved memory (default 0): v2 reports
  *                             it apart, v1's `used` includes it, as drivers do
  *   FAKE_NVML_USED="u0 u1 .." used memory per GPU (default 0); a missing
@@ -133,8 +136,8 @@ struct fake_proc {
 static struct {
     int refs;
     int ngpu;
-    char name[96];
-    unsigned long long total, reserved;
+    char name[FAKE_MAX_GPUS][96];
+    unsigned long long total_of[FAKE_MAX_GPUS], reserved;
     /* used[line][gpu]; one line when not scripted */
     unsigned long long used[FAKE_MAX_LINES][FAKE_MAX_GPUS];
     size_t nlines;
@@ -284,8 +287,16 @@ EXPORT nvmlReturn_t nvmlInit_v2(void)
         F.cursor[i] = 0;
     }
     const char *name = getenv("FAKE_NVML_NAME");
-    snprintf(F.name, sizeof F.name, "%s", name ? name : "NVIDIA H100 80GB HBM3");
-    F.total = env_size("FAKE_NVML_TOTAL", 81559ULL << 20);
+    name = name ? name : "NVIDIA H100 80GB HBM3";
+    for (int i = 0; i < FAKE_MAX_GPUS; i++) {
+        size_t len = strcspn(name, ";");
+        snprintf(F.name[i], sizeof F.name[i], "%.*s", (int)len, name);
+        if (name[len] == ';')
+            name += len + 1;
+    }
+    const char *totals = getenv("FAKE_NVML_TOTAL");
+    F.total_of[0] = 81559ULL << 20;
+    parse_used_line(totals && *totals ? totals : "81559M", F.total_of);
     F.reserved = env_size("FAKE_NVML_RESERVED", 0);
     load_used();
     load_procs();
@@ -349,9 +360,22 @@ EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned 
         return NVML_ERROR_UNINITIALIZED;
     if (!valid(device) || !name)
         return NVML_ERROR_INVALID_ARGUMENT;
-    if (length < strlen(F.name) + 1)
+    const char *n = F.name[device->index];
+    if (length < strlen(n) + 1)
         return NVML_ERROR_INSUFFICIENT_SIZE;
-    memcpy(name, F.name, strlen(F.name) + 1);
+    memcpy(name, n, strlen(n) + 1);
+    return NVML_SUCCESS;
+}
+
+EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
+{
+    if (F.refs <= 0)
+        return NVML_ERROR_UNINITIALIZED;
+    if (!valid(device) || !uuid)
+        return NVML_ERROR_INVALID_ARGUMENT;
+    if (length < 18)
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    snprintf(uuid, length, "GPU-fake-%08x", (unsigned)device->index);
     return NVML_SUCCESS;
 }
 
@@ -371,8 +395,8 @@ static nvmlReturn_t next_used(nvmlDevice_t device, unsigned long long *used)
     size_t line = F.cursor[i] < F.nlines ? F.cursor[i] : F.nlines - 1;
     F.cursor[i]++;
     *used = F.used[line][i];
-    if (*used > F.total - F.reserved)
-        *used = F.total - F.reserved;
+    if (*used > F.total_of[i] - F.reserved)
+        *used = F.total_of[i] - F.reserved;
     return NVML_SUCCESS;
 }
 
@@ -385,9 +409,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m
     nvmlReturn_t r = next_used(device, &used);
     if (r != NVML_SUCCESS)
         return r;
-    memory->total = F.total;
+    memory->total = F.total_of[device->index];
     memory->used = used + F.reserved;
-    memory->free = F.total - memory->used;
+    memory->free = memory->total - memory->used;
     return NVML_SUCCESS;
 }
 
@@ -407,10 +431,10 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
     nvmlReturn_t r = next_used(device, &used);
     if (r != NVML_SUCCESS)
         return r;
-    memory->total = F.total;
+    memory->total = F.total_of[device->index];
     memory->reserved = F.reserved;
     memory->used = used;
-    memory->free = F.total - F.reserved - used;
+    memory->free = memory->total - F.reserved - used;
     return NVML_SUCCESS;
 }
 

@@ -1114,7 +1114,7 @@ struct ab_job {
     pid_t worker;
     int fd;
     size_t got;
-    int run_rc, run_errno, cancelled, done;
+    int run_rc, run_errno, cancelled, done, in_worker;
 };
 
 /* Set NAME=value in a trial's environment, replacing an earlier NAME. */
@@ -1335,7 +1335,7 @@ static int ab_job_finish(struct ab_run *r, struct ab_job *j, int shared)
         progress_note(pg, "the in-process probe could not see everything: %s", tr->probe_error);
     }
     double sps = tr->step_time_s > 0 && !shared ? samples / tr->step_time_s : -1;
-    if (j->round > 0)
+    if (j->in_worker) /* its start was not shown: say it with its end */
         progress_trial_start(pg, j->id, value, cell->grad_accum, cell->checkpointing,
                              j->to.target_steps, NULL);
     progress_trial_end(pg, tr, tr->outcome == TRIAL_FIT ? sps : -1);
@@ -1507,6 +1507,7 @@ static int ab_job_spawn(struct ab_run *r, struct ab_job *j)
         _exit(0);
     }
     close(p[1]);
+    j->in_worker = 1;
     j->worker = w;
     j->fd = p[0];
     j->got = 0;
@@ -1575,6 +1576,7 @@ static int ab_round(struct ab_run *r, struct ab_job *jobs, size_t n, const size_
     size_t started = 0;
     int stop = 0;
     for (size_t i = 0; i < n && !stop; i++) {
+        memset(&jobs[i], 0, sizeof jobs[i]);
         int rc = ab_job_prepare(r, &jobs[i], ci[i], micro[i], &r->slots[i], round);
         if (rc) {
             stop = 1;
@@ -1977,7 +1979,8 @@ int main(int argc, char **argv)
          * slots (a throughput measurement alone). */
         struct ab_job *j = &jobs[0];
         memset(j, 0, sizeof *j);
-        if (ab_job_prepare(&run, j, round_ci[0], round_micro[0], run.slots, 0))
+        if (ab_job_prepare(&run, j, round_ci[0], round_micro[0], run.slots,
+                           width > 1 ? round + 1 : 0))
             break;
         ab_job_run(&run, j);
         if (width > 1)

@@ -97,6 +97,7 @@ struct opts {
     long seed;
     double startup_time;
     const char *bar_desc;    /* the training bar's description ("Train steps ... ") */
+    const char *device_capacity; /* "0=24G,1=16G": capacity per visible device */
     const char *bar_unit;    /* its unit ("update"); default "it" */
     const char *bar_postfix; /* a postfix key carrying the step ("update") */
     long logging_steps;
@@ -157,6 +158,7 @@ static const struct opt_def opt_table[] = {
     { "ckpt-key", T_STR, offsetof(struct opts, key[KNOB_CKPT]) },
     { "ckpt-slowdown", T_DOUBLE, offsetof(struct opts, ckpt_slowdown) },
     { "config", T_STR, offsetof(struct opts, config) },
+    { "device-capacity", T_STR, offsetof(struct opts, device_capacity) },
     { "crash-at-step", T_LONG, offsetof(struct opts, crash_at_step) },
     { "escape", T_STR, offsetof(struct opts, escape) },
     { "exit-at-step", T_LONG, offsetof(struct opts, exit_at_step) },
@@ -986,6 +988,42 @@ static long micro_samples(void)
     return O.unit_frames ? O.micro / O.frames_per_sample : O.micro;
 }
 
+/* The devices this run sees (CUDA_VISIBLE_DEVICES) decide its capacity:
+ * the smallest listed one, as for ranks spread over them; an emulated
+ * smaller card caps it too. */
+static void apply_device_capacity(void)
+{
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    if (O.device_capacity && vis && *vis) {
+        long long cap = -1;
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", vis);
+        char *save = NULL;
+        for (char *d = strtok_r(buf, ",", &save); d; d = strtok_r(NULL, ",", &save)) {
+            long long c = O.capacity;
+            size_t dl = strlen(d);
+            for (const char *p = O.device_capacity; p && *p;) {
+                const char *eq = strchr(p, '='), *end = strchr(p, ',');
+                if (!eq)
+                    die_usage("--device-capacity '%s': expected DEVICE=SIZE,...", O.device_capacity);
+                char size[64];
+                size_t sl = (size_t)((end ? end : p + strlen(p)) - eq - 1);
+                snprintf(size, sizeof size, "%.*s", (int)sl, eq + 1);
+                if ((size_t)(eq - p) == dl && !strncmp(p, d, dl) && parse_size(size, &c))
+                    die_usage("--device-capacity '%s': '%s' is not a size", O.device_capacity, size);
+                p = end ? end + 1 : NULL;
+            }
+            if (cap < 0 || c < cap)
+                cap = c;
+        }
+        O.capacity = cap;
+    }
+    const char *emu = getenv("AUTOBATCH_EMULATE_GPU_MEMORY");
+    long long e;
+    if (emu && *emu && !parse_size(emu, &e) && e > 0 && e < O.capacity)
+        O.capacity = e;
+}
+
 static void validate(void)
 {
     if (O.frames_per_sample < 1)
@@ -1006,6 +1044,7 @@ static void validate(void)
         die_usage("--logging_steps must be at least 1");
     if (O.capacity <= 0)
         die_usage("--capacity must be positive");
+    apply_device_capacity();
     if (!(O.ckpt_factor > 0) || !(O.long_factor > 0))
         die_usage("--ckpt-factor and --long-factor must be positive");
     if (O.nproc < 1 || O.nproc > 64)
@@ -1022,6 +1061,8 @@ static void validate(void)
 
 /* ------------------------------------------------------------------ */
 /* Memory model                                                        */
+/* ------------------------------------------------------------------ */
+
 /* ------------------------------------------------------------------ */
 
 static long long round_grain(long long b)
@@ -1967,6 +2008,11 @@ static const char usage_text[] =
 "Memory model (sizes take K/M/G/T, binary; every allocation is rounded up\n"
 "to 2 MiB):\n"
 "  --capacity SIZE                   device memory (24G)\n"
+"  --device-capacity LIST            per device, e.g. 0=24G,1=16G: the run's capacity\n"
+"                                    is the smallest of the devices in\n"
+"                                    CUDA_VISIBLE_DEVICES (unlisted: --capacity)\n"
+"  AUTOBATCH_EMULATE_GPU_MEMORY=B    (environment) a device of B bytes at most, as\n"
+"                                    autobatch's --emulate-gpu-memory makes a real one\n"
 "  --model-mem SIZE                  weights + gradients, at start (2G)\n"
 "  --optim-mem SIZE                  optimizer state, at step 1's optimizer.step() (2G)\n"
 "  --act-mem SIZE                    activations per sample (256M)\n"

@@ -24,6 +24,12 @@
 #   {"ab":"trace","pid":P,"rank":R,"path":"...","events":N}
 #       with AUTOBATCH_RECORD set: this process's allocation trace of two
 #       training steps is in path (see _Recorder);
+#   {"ab":"emulate","pid":P,"device":D,"total":B,"outside":B,"limit":B}
+#       with AUTOBATCH_EMULATE_METHOD=probe: device D (of total B) now
+#       behaves as one of AUTOBATCH_EMULATE_GPU_MEMORY bytes: PyTorch's
+#       allocator may hold `limit` bytes, the emulated size less what the
+#       allocator does not hold ("outside": the CUDA context, other
+#       processes), measured when CUDA started on it;
 #   {"ab":"error","pid":P,"what":"..."}
 #       something the probe could not do; the trainer is not affected.
 #
@@ -382,6 +388,57 @@ def _install(probe, torch):
     rank, _ = probe.where()
     probe.emit('{"ab":"torch","pid":%d,"rank":%d,"version":%s,"hook":"%s"}'
                % (os.getpid(), rank, _json_str(getattr(torch, "__version__", "?")), hook))
+    if os.environ.get("AUTOBATCH_EMULATE_METHOD") == "probe":
+        try:
+            _emulate(probe, torch)
+        except Exception as e:
+            probe.error("emulate: %s" % e)
+
+
+def _emulate(probe, torch):
+    """--emulate-gpu-memory through PyTorch: the caching allocator of each
+    device this process uses may hold the emulated size less what a card
+    of that size would also have in use outside the allocator (the CUDA
+    context, other processes), as a per-process memory fraction.  Set when
+    CUDA starts (torch.cuda's queue of calls run at initialisation) and
+    when the process moves to another device (torch.cuda.set_device)."""
+    size = _env_int("AUTOBATCH_EMULATE_GPU_MEMORY")
+    cuda = getattr(torch, "cuda", None)
+    if not size or size <= 0 or cuda is None:
+        return
+    done = set()
+
+    def apply():
+        d = cuda.current_device()
+        if d in done:
+            return
+        done.add(d)
+        free, total = cuda.mem_get_info(d)
+        if size >= total:
+            return
+        outside = max(0, total - free - cuda.memory_reserved(d))
+        limit = max(0, size - outside)
+        cuda.set_per_process_memory_fraction(limit / float(total), d)
+        probe.emit('{"ab":"emulate","pid":%d,"device":%d,"total":%d,"outside":%d,"limit":%d}'
+                   % (os.getpid(), d, total, outside, limit))
+
+    def safe_apply():
+        try:
+            apply()
+        except Exception as e:
+            probe.error("emulate: %s" % e)
+
+    orig_set_device = cuda.set_device
+
+    def set_device(device):
+        orig_set_device(device)
+        if cuda.is_initialized():
+            safe_apply()
+    cuda.set_device = set_device
+    if cuda.is_initialized():
+        safe_apply()
+    else:
+        cuda._lazy_call(safe_apply)
 
 
 def _safe(fn, *args):

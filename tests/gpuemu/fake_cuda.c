@@ -1,0 +1,590 @@
+/*
+ * A fake libcuda.so.1 for the tests of the GPU-memory emulation library
+ * (probes/gpuemu/gpuemu.c).  It has a few devices whose memory it
+ * accounts itself (free = total - used, allocations rounded up to 2 MiB),
+ * primary contexts with a per-thread stack of current contexts, and a
+ * cuGetProcAddress that maps base names, versions and the per-thread
+ * stream flag to its variants as the real driver does.
+ *
+ * It is linked with -Bsymbolic-functions, so that the addresses it hands
+ * out are its own functions even while the emulation library interposes
+ * the same names.  Every variant counts its calls (fake_cuda_calls), so a
+ * test can tell which real variant a wrapper forwarded to.
+ *
+ * Environment, read by cuInit:
+ *   FAKE_GPU_TOTALS=b0,b1,...  the devices' memory in bytes (at most 4;
+ *                              default one device of 8 GiB)
+ *   FAKE_CUDA_GPA_THUNKS=1     cuGetProcAddress hands out thunks, not the
+ *                              exported functions (a driver whose table
+ *                              holds other addresses than its exports)
+ *
+ * Test-only calls: fake_cuda_calls(name) the calls of one exported
+ * variant; fake_cuda_used(dev) the bytes in use; fake_cuda_external_use(dev,
+ * bytes) memory held by "another process".
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct fake_ctx *CUcontext;
+typedef void *CUstream;
+typedef void *CUmemoryPool;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef uint64_t cuuint64_t;
+
+typedef struct {
+    int type;
+    int id;
+} CUmemLocation;
+
+typedef struct {
+    int type;
+    int requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_NOT_FOUND = 500,
+};
+
+enum { MAXDEV = 4, MAXALLOC = 1024, MAXDEPTH = 8 };
+#define GRANULE (2ULL << 20)
+
+struct fake_ctx {
+    int dev;
+    int refs;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static int inited, ndev;
+static uint64_t total[MAXDEV], used[MAXDEV], external[MAXDEV];
+static struct fake_ctx primary[MAXDEV];
+static struct {
+    uint64_t size; /* 0: free slot */
+    int dev;
+} allocs[MAXALLOC];
+
+static __thread struct fake_ctx *stack[MAXDEPTH];
+static __thread int depth;
+
+/* ---- call counts, by exported name ---- */
+
+static const char *const counted[] = {
+    "cuDeviceTotalMem_v2", "cuDeviceTotalMem", "cuMemGetInfo_v2", "cuMemGetInfo",
+    "cuMemAlloc_v2", "cuMemAlloc", "cuMemAllocPitch_v2", "cuMemAllocAsync",
+    "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
+    "cuMemCreate", "cuGetProcAddress", "cuGetProcAddress_v2",
+};
+#define NCOUNTED (sizeof counted / sizeof *counted)
+static long calls[NCOUNTED];
+
+static void count(const char *name)
+{
+    for (size_t i = 0; i < NCOUNTED; i++)
+        if (strcmp(counted[i], name) == 0)
+            __atomic_add_fetch(&calls[i], 1, __ATOMIC_SEQ_CST);
+}
+
+EXPORT long fake_cuda_calls(const char *name)
+{
+    for (size_t i = 0; i < NCOUNTED; i++)
+        if (strcmp(counted[i], name) == 0)
+            return __atomic_load_n(&calls[i], __ATOMIC_SEQ_CST);
+    return -1;
+}
+
+EXPORT unsigned long long fake_cuda_used(int dev)
+{
+    pthread_mutex_lock(&lock);
+    unsigned long long u = dev >= 0 && dev < ndev ? used[dev] : 0;
+    pthread_mutex_unlock(&lock);
+    return u;
+}
+
+EXPORT void fake_cuda_external_use(int dev, unsigned long long bytes)
+{
+    pthread_mutex_lock(&lock);
+    if (dev >= 0 && dev < ndev) {
+        used[dev] = used[dev] - external[dev] + bytes;
+        external[dev] = bytes;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+/* ---- devices and contexts ---- */
+
+EXPORT CUresult cuInit(unsigned int flags)
+{
+    (void)flags;
+    pthread_mutex_lock(&lock);
+    if (!inited) {
+        const char *v = getenv("FAKE_GPU_TOTALS");
+        char *end;
+        ndev = 0;
+        while (v && *v && ndev < MAXDEV) {
+            total[ndev++] = strtoull(v, &end, 10);
+            v = *end == ',' ? end + 1 : NULL;
+        }
+        if (!ndev)
+            total[ndev++] = 8ULL << 30;
+        for (int d = 0; d < ndev; d++)
+            primary[d].dev = d;
+        inited = 1;
+    }
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+static CUresult check_dev(CUdevice dev)
+{
+    if (!inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return dev >= 0 && dev < ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
+}
+
+static struct fake_ctx *current(void)
+{
+    return depth > 0 ? stack[depth - 1] : NULL;
+}
+
+EXPORT CUresult cuDeviceGetCount(int *count_out)
+{
+    if (!inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    *count_out = ndev;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal)
+{
+    CUresult rc = check_dev(ordinal);
+    if (rc == CUDA_SUCCESS)
+        *dev = ordinal;
+    return rc;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)
+{
+    CUresult rc = check_dev(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&lock);
+    primary[dev].refs++;
+    pthread_mutex_unlock(&lock);
+    *ctx = &primary[dev];
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CUresult rc = check_dev(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&lock);
+    if (primary[dev].refs > 0)
+        primary[dev].refs--;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    CUresult rc = check_dev(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&lock);
+    *flags = 0;
+    *active = primary[dev].refs > 0;
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    if (!ctx) {
+        if (depth > 0)
+            depth--;
+    } else if (depth > 0) {
+        stack[depth - 1] = ctx;
+    } else {
+        stack[depth++] = ctx;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+    *ctx = current();
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx)
+{
+    if (!ctx || depth == MAXDEPTH)
+        return CUDA_ERROR_INVALID_VALUE;
+    stack[depth++] = ctx;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *ctx)
+{
+    if (depth == 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct fake_ctx *c = stack[--depth];
+    if (ctx)
+        *ctx = c;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *dev)
+{
+    if (!inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!current())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = current()->dev;
+    return CUDA_SUCCESS;
+}
+
+/* ---- memory ---- */
+
+EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    count("cuDeviceTotalMem_v2");
+    CUresult rc = check_dev(dev);
+    if (rc == CUDA_SUCCESS)
+        *bytes = total[dev];
+    return rc;
+}
+
+EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    count("cuDeviceTotalMem");
+    CUresult rc = check_dev(dev);
+    if (rc == CUDA_SUCCESS)
+        *bytes = total[dev] > UINT_MAX ? UINT_MAX : (unsigned int)total[dev];
+    return rc;
+}
+
+/* The current context's device in *dev, or the error the driver gives. */
+static CUresult ctx_dev(int *dev)
+{
+    if (!inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!current())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = current()->dev;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total_out)
+{
+    count("cuMemGetInfo_v2");
+    int dev;
+    CUresult rc = ctx_dev(&dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&lock);
+    *free = used[dev] < total[dev] ? total[dev] - used[dev] : 0;
+    *total_out = total[dev];
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total_out)
+{
+    count("cuMemGetInfo");
+    int dev;
+    CUresult rc = ctx_dev(&dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&lock);
+    uint64_t f = used[dev] < total[dev] ? total[dev] - used[dev] : 0;
+    *free = f > UINT_MAX ? UINT_MAX : (unsigned int)f;
+    *total_out = total[dev] > UINT_MAX ? UINT_MAX : (unsigned int)total[dev];
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+/* Take `bytes` on dev; *id is the allocation's slot, from 1. */
+static CUresult take(int dev, uint64_t bytes, unsigned long long *id)
+{
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t need = (bytes + GRANULE - 1) / GRANULE * GRANULE;
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    if (need <= total[dev] && used[dev] <= total[dev] - need) {
+        for (int i = 0; i < MAXALLOC; i++) {
+            if (!allocs[i].size) {
+                allocs[i].size = need;
+                allocs[i].dev = dev;
+                used[dev] += need;
+                *id = (unsigned long long)i + 1;
+                rc = CUDA_SUCCESS;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+static CUresult give_back(unsigned long long id)
+{
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    if (id >= 1 && id <= MAXALLOC && allocs[id - 1].size) {
+        used[allocs[id - 1].dev] -= allocs[id - 1].size;
+        allocs[id - 1].size = 0;
+        rc = CUDA_SUCCESS;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* Device pointers are the slot shifted past 2 MiB: small enough for v1. */
+#define PTR_SHIFT 21
+
+static CUresult alloc_here(CUdeviceptr *dptr, uint64_t bytes)
+{
+    int dev;
+    unsigned long long id;
+    CUresult rc = ctx_dev(&dev);
+    if (rc == CUDA_SUCCESS)
+        rc = take(dev, bytes, &id);
+    if (rc == CUDA_SUCCESS)
+        *dptr = id << PTR_SHIFT;
+    return rc;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    count("cuMemAlloc_v2");
+    return alloc_here(dptr, bytesize);
+}
+
+EXPORT CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
+{
+    count("cuMemAlloc");
+    CUdeviceptr p;
+    CUresult rc = alloc_here(&p, bytesize);
+    if (rc == CUDA_SUCCESS)
+        *dptr = (unsigned int)p;
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+                                   unsigned int elemsize)
+{
+    count("cuMemAllocPitch_v2");
+    (void)elemsize;
+    size_t p = (width + 511) / 512 * 512;
+    if (height && p > SIZE_MAX / height)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = alloc_here(dptr, (uint64_t)p * height);
+    if (rc == CUDA_SUCCESS)
+        *pitch = p;
+    return rc;
+}
+
+EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
+{
+    (void)stream;
+    count("cuMemAllocAsync");
+    return alloc_here(dptr, bytesize);
+}
+
+EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
+{
+    (void)stream;
+    count("cuMemAllocAsync_ptsz");
+    return alloc_here(dptr, bytesize);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                        CUstream stream)
+{
+    (void)pool;
+    (void)stream;
+    count("cuMemAllocFromPoolAsync");
+    return alloc_here(dptr, bytesize);
+}
+
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream stream)
+{
+    (void)pool;
+    (void)stream;
+    count("cuMemAllocFromPoolAsync_ptsz");
+    return alloc_here(dptr, bytesize);
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    if (!inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return give_back(dptr >> PTR_SHIFT);
+}
+
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                            const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    count("cuMemCreate");
+    if (!prop || flags || prop->location.type != 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_dev(prop->location.id);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (size % GRANULE)
+        return CUDA_ERROR_INVALID_VALUE; /* not a multiple of the granularity */
+    return take(prop->location.id, size, handle);
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    if (!inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return give_back(handle);
+}
+
+/* ---- cuGetProcAddress ---- */
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags, int *symbolStatus);
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                 cuuint64_t flags);
+
+/* The thunks of FAKE_CUDA_GPA_THUNKS: the same work at other addresses. */
+static CUresult thunk_totalmem_v2(size_t *b, CUdevice d) { return cuDeviceTotalMem_v2(b, d); }
+static CUresult thunk_totalmem(unsigned int *b, CUdevice d) { return cuDeviceTotalMem(b, d); }
+static CUresult thunk_getinfo_v2(size_t *f, size_t *t) { return cuMemGetInfo_v2(f, t); }
+static CUresult thunk_getinfo(unsigned int *f, unsigned int *t) { return cuMemGetInfo(f, t); }
+static CUresult thunk_alloc_v2(CUdeviceptr *p, size_t n) { return cuMemAlloc_v2(p, n); }
+static CUresult thunk_alloc(unsigned int *p, unsigned int n) { return cuMemAlloc(p, n); }
+static CUresult thunk_pitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned int e)
+{
+    return cuMemAllocPitch_v2(p, pitch, w, h, e);
+}
+static CUresult thunk_async(CUdeviceptr *p, size_t n, CUstream s) { return cuMemAllocAsync(p, n, s); }
+static CUresult thunk_async_ptsz(CUdeviceptr *p, size_t n, CUstream s)
+{
+    return cuMemAllocAsync_ptsz(p, n, s);
+}
+static CUresult thunk_pool(CUdeviceptr *p, size_t n, CUmemoryPool m, CUstream s)
+{
+    return cuMemAllocFromPoolAsync(p, n, m, s);
+}
+static CUresult thunk_pool_ptsz(CUdeviceptr *p, size_t n, CUmemoryPool m, CUstream s)
+{
+    return cuMemAllocFromPoolAsync_ptsz(p, n, m, s);
+}
+static CUresult thunk_create(CUmemGenericAllocationHandle *h, size_t n,
+                             const CUmemAllocationProp *prop, unsigned long long f)
+{
+    return cuMemCreate(h, n, prop, f);
+}
+static CUresult thunk_gpa_v2(const char *s, void **p, int v, cuuint64_t f, int *st)
+{
+    return cuGetProcAddress_v2(s, p, v, f, st);
+}
+static CUresult thunk_gpa(const char *s, void **p, int v, cuuint64_t f)
+{
+    return cuGetProcAddress(s, p, v, f);
+}
+
+/*
+ * The driver's table: base name, the versions [lo, hi) a variant answers,
+ * the per-thread-stream flag it needs (-1: either), and the thunk.
+ */
+static const struct entry {
+    const char *base;
+    int lo, hi, ptsz;
+    void *fn, *thunk;
+} table[] = {
+    { "cuInit", 0, INT_MAX, -1, (void *)cuInit, NULL },
+    { "cuDeviceGet", 0, INT_MAX, -1, (void *)cuDeviceGet, NULL },
+    { "cuDeviceGetCount", 0, INT_MAX, -1, (void *)cuDeviceGetCount, NULL },
+    { "cuDevicePrimaryCtxRetain", 0, INT_MAX, -1, (void *)cuDevicePrimaryCtxRetain, NULL },
+    { "cuDevicePrimaryCtxRelease", 11000, INT_MAX, -1, (void *)cuDevicePrimaryCtxRelease_v2, NULL },
+    { "cuDevicePrimaryCtxGetState", 0, INT_MAX, -1, (void *)cuDevicePrimaryCtxGetState, NULL },
+    { "cuCtxSetCurrent", 0, INT_MAX, -1, (void *)cuCtxSetCurrent, NULL },
+    { "cuCtxGetCurrent", 0, INT_MAX, -1, (void *)cuCtxGetCurrent, NULL },
+    { "cuCtxPushCurrent", 4000, INT_MAX, -1, (void *)cuCtxPushCurrent_v2, NULL },
+    { "cuCtxPopCurrent", 4000, INT_MAX, -1, (void *)cuCtxPopCurrent_v2, NULL },
+    { "cuCtxGetDevice", 0, INT_MAX, -1, (void *)cuCtxGetDevice, NULL },
+    { "cuDeviceTotalMem", 3020, INT_MAX, -1, (void *)cuDeviceTotalMem_v2, (void *)thunk_totalmem_v2 },
+    { "cuDeviceTotalMem", 0, 3020, -1, (void *)cuDeviceTotalMem, (void *)thunk_totalmem },
+    { "cuMemGetInfo", 3020, INT_MAX, -1, (void *)cuMemGetInfo_v2, (void *)thunk_getinfo_v2 },
+    { "cuMemGetInfo", 0, 3020, -1, (void *)cuMemGetInfo, (void *)thunk_getinfo },
+    { "cuMemAlloc", 3020, INT_MAX, -1, (void *)cuMemAlloc_v2, (void *)thunk_alloc_v2 },
+    { "cuMemAlloc", 0, 3020, -1, (void *)cuMemAlloc, (void *)thunk_alloc },
+    { "cuMemAllocPitch", 3020, INT_MAX, -1, (void *)cuMemAllocPitch_v2, (void *)thunk_pitch_v2 },
+    { "cuMemFree", 3020, INT_MAX, -1, (void *)cuMemFree_v2, NULL },
+    { "cuMemAllocAsync", 11020, INT_MAX, 0, (void *)cuMemAllocAsync, (void *)thunk_async },
+    { "cuMemAllocAsync", 11020, INT_MAX, 1, (void *)cuMemAllocAsync_ptsz, (void *)thunk_async_ptsz },
+    { "cuMemAllocFromPoolAsync", 11020, INT_MAX, 0, (void *)cuMemAllocFromPoolAsync,
+      (void *)thunk_pool },
+    { "cuMemAllocFromPoolAsync", 11020, INT_MAX, 1, (void *)cuMemAllocFromPoolAsync_ptsz,
+      (void *)thunk_pool_ptsz },
+    { "cuMemCreate", 10020, INT_MAX, -1, (void *)cuMemCreate, (void *)thunk_create },
+    { "cuMemRelease", 10020, INT_MAX, -1, (void *)cuMemRelease, NULL },
+    { "cuGetProcAddress", 12000, INT_MAX, -1, (void *)cuGetProcAddress_v2, (void *)thunk_gpa_v2 },
+    { "cuGetProcAddress", 0, 12000, -1, (void *)cuGetProcAddress, (void *)thunk_gpa },
+};
+
+static void *lookup(const char *symbol, int version, cuuint64_t flags)
+{
+    int ptsz = (flags & 2) != 0;
+    const char *t = getenv("FAKE_CUDA_GPA_THUNKS");
+    int thunks = t && strcmp(t, "1") == 0;
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
+        const struct entry *e = &table[i];
+        if (strcmp(e->base, symbol) == 0 && version >= e->lo && version < e->hi &&
+            (e->ptsz < 0 || e->ptsz == ptsz))
+            return thunks && e->thunk ? e->thunk : e->fn;
+    }
+    return NULL;
+}
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                    cuuint64_t flags, int *symbolStatus)
+{
+    count("cuGetProcAddress_v2");
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pfn = lookup(symbol, cudaVersion, flags);
+    if (symbolStatus)
+        *symbolStatus = *pfn ? 0 : 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    count("cuGetProcAddress");
+    if (!symbol || !pfn)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pfn = lookup(symbol, cudaVersion, flags);
+    return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}

@@ -930,6 +930,40 @@ static int ab_in_path(const char *cmd)
     return 0;
 }
 
+/* The GPUs of the Slurm allocation we run in (AllocTRES's gres/gpu), or
+ * 0 when it cannot be read: salloc's environment does not say. */
+static long ab_slurm_gpus(void)
+{
+    const char *job = getenv("SLURM_JOB_ID");
+    char cmd[128], line[8192];
+    if (!job || strspn(job, "0123456789") != strlen(job) || !*job)
+        return 0;
+    snprintf(cmd, sizeof cmd, "scontrol show job -o %s 2>/dev/null", job);
+    FILE *q = popen(cmd, "r");
+    if (!q)
+        return 0;
+    long n = 0;
+    while (fgets(line, sizeof line, q)) {
+        /* AllocTRES=...,gres/gpu=4 where accounting tracks GPUs, else
+         * TresPerNode=gres:gpu:4 (or gres:gpu:TYPE:4) as asked for */
+        const char *t = strstr(line, "AllocTRES="), *g = t ? strstr(t, "gres/gpu") : NULL;
+        const char *eq = g ? strchr(g, '=') : NULL;
+        if (eq && n == 0)
+            n = strtol(eq + 1, NULL, 10);
+        t = strstr(line, "TresPerNode=");
+        g = t ? strstr(t, "gres:gpu") : NULL;
+        if (g && n == 0) {
+            size_t len = strcspn(g, ", \n");
+            const char *c = g + len;
+            while (c > g && c[-1] != ':')
+                c--;
+            n = strtol(c, NULL, 10);
+        }
+    }
+    pclose(q);
+    return n;
+}
+
 /* Count the entries of a comma-separated list. */
 static size_t ab_list_count(const char *s)
 {
@@ -957,7 +991,10 @@ static long ab_slots(const struct plan *plan, const struct gpu *g, int slurm,
     size_t n = 0;
     if (!strcmp(plan->gpus, "all")) {
         const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-        if (slurm && cvd && *cvd) {
+        long sg = slurm ? ab_slurm_gpus() : 0;
+        if (sg > 0) {
+            n = (size_t)sg;
+        } else if (slurm && cvd && *cvd) {
             n = ab_list_count(cvd);
         } else if (g->n > 0) {
             n = (size_t)g->n;
@@ -1171,8 +1208,10 @@ static int ab_job_env(const struct ab_run *r, struct ab_job *j)
         snprintf(gres, sizeof gres, "--gres=gpu:%ld", plan->gpus_per_trial);
         snprintf(limit, sizeof limit, "--time=%ld",
                  plan->trial_timeout_s > 0 ? (long)(plan->trial_timeout_s / 60) + 2 : 0L);
-        const char *pre[] = { "srun", "--exact", "--ntasks=1", "--unbuffered", "--kill-on-bad-exit=1",
-                              name, limit };
+        /* --mem=0: the job's memory shared, or the first step takes it
+         * all and the others wait (tests/slurm/README.md). */
+        const char *pre[] = { "srun", "--exact", "--ntasks=1", "--mem=0", "--unbuffered",
+                              "--kill-on-bad-exit=1", name, limit };
         size_t k = 0;
         for (; k < sizeof pre / sizeof *pre; k++)
             rc |= strvec_insert(&j->t.argv, k, pre[k]);

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Trials as Slurm job steps, on a real single-node cluster started here
+# (tests/slurm/cluster.sh: Debian's slurm-wlm, munge, four fake GPUs).
+# Inside an allocation autobatch runs each trial with srun: the boundary
+# is the local search's, side by side (--gpus) in fewer rounds with each
+# step on its own GPU; an OOM line ends its step; a step that ignores
+# SIGTERM is still ended; nothing is left running afterwards.
+source "$(dirname "$0")/lib.sh"
+[ "$(id -u)" -eq 0 ] || skip "needs root to run slurmd"
+cluster="$AB_SOURCE_DIR/tests/slurm/cluster.sh"
+bash "$cluster" install >/dev/null 2>&1 || fail "cannot install slurm (tests/slurm/cluster.sh install)"
+dir=$(mktemp -d /tmp/ab-slurm-XXXXXX)
+stop_cluster() { bash "$cluster" stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir" "$WORK"; }
+trap stop_cluster EXIT
+eval "$(bash "$cluster" start "$dir" 4)"
+
+cat >"$WORK/train.sh" <<SH
+#!/bin/sh
+echo "\$AUTOBATCH_TRIAL \$AUTOBATCH_MICRO_BATCH \${SLURM_JOB_ID:-none}.\${SLURM_STEP_ID:-none} \$CUDA_VISIBLE_DEVICES" >>"$WORK/steps.log"
+# a GPU held by two steps at once would find its lock taken
+flock -n -E 99 "$WORK/gpu-\$CUDA_VISIBLE_DEVICES.lock" \
+  "$SIMTRAIN" --capacity 24G --startup-time 0.3s --output_dir "$WORK/out" "\$@"
+rc=\$?
+[ \$rc -ne 99 ] || echo "CLASH \$AUTOBATCH_TRIAL \$CUDA_VISIBLE_DEVICES" >>"$WORK/clash.log"
+exit \$rc
+SH
+chmod +x "$WORK/train.sh"
+want=$("$SIMTRAIN" --capacity 24G --print-max)
+
+in_alloc() { # name, autobatch args...
+  local name=$1; shift
+  : >"$WORK/steps.log"
+  salloc -N1 -n4 --gres=gpu:4 -t 10 -J "ab-$name" -- \
+    "$AUTOBATCH" --no-cache --preset hf --batch 1:512 --warmup 1 --steps 3 \
+    --json "$WORK/$name.json" "$@" -- "$WORK/train.sh" >"$WORK/$name.out" 2>&1 \
+    || fail "$name: autobatch in salloc exited $? ($(tail -5 "$WORK/$name.out"))"
+}
+nothing_left() { # what
+  local left
+  left=$(squeue -h -s -o '%i %j' | grep -c autobatch || true)
+  assert_eq 0 "$left" "$1: job steps still listed"
+  pgrep -f "$SIMTRAIN" >/dev/null && fail "$1: a trainer process is still running"
+  return 0
+}
+
+in_alloc serial
+f="$WORK/serial.json"
+assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$f")" "serial: max micro-batch"
+assert_eq slurm "$(jqr '.summary.launcher' "$f")" "serial: launcher"
+steps=$(awk '$3 !~ /none/' "$WORK/steps.log" | wc -l)
+assert_eq "$(wc -l <"$WORK/steps.log")" "$steps" "serial: trials that ran as job steps"
+nothing_left serial
+serial_trials=$(jqr '.summary.trials' "$f")
+pass "serial: $want as $steps job steps"
+
+in_alloc n4 --gpus all
+f="$WORK/n4.json"
+assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$f")" "n4: max micro-batch"
+rounds=$(jq '[.trials[] | select(.shared) | .round] | unique | length' "$f")
+[ "$rounds" -ge 1 ] && [ "$rounds" -lt "$serial_trials" ] \
+  || fail "n4: $rounds side-by-side rounds against $serial_trials serial trials"
+# no GPU was held by two steps at once, and the steps used several GPUs
+[ ! -s "$WORK/clash.log" ] || fail "n4: two steps on one GPU at once: $(cat "$WORK/clash.log")"
+gpus=$(awk '{print $4}' "$WORK/steps.log" | sort -u | grep -c .)
+[ "$gpus" -ge 2 ] || fail "n4: steps ran on $gpus GPU(s)"
+nothing_left n4
+pass "n4: $want in $rounds rounds of job steps ($(jqr '.summary.trials' "$f") trials, $(jqr '.summary.cancelled' "$f") cancelled)"
+
+# A trainer that ignores SIGTERM: the step still ends (SIGKILL after the
+# grace, then scancel of the step).
+cat >"$WORK/stubborn.sh" <<SH
+#!/bin/sh
+exec "$SIMTRAIN" --capacity 24G --ignore-sigterm --output_dir "$WORK/out" "\$@"
+SH
+chmod +x "$WORK/stubborn.sh"
+salloc -N1 -n1 --gres=gpu:1 -t 5 -J ab-stubborn -- \
+  "$AUTOBATCH" --quiet --no-cache --preset hf --batch 1:128 --steps 3 --kill-grace 1s \
+  --json "$WORK/stubborn.json" -- "$WORK/stubborn.sh" >"$WORK/stubborn.out" 2>&1 \
+  || fail "stubborn: exited $? ($(tail -3 "$WORK/stubborn.out"))"
+assert_eq "$("$SIMTRAIN" --capacity 24G --print-max)" "$(jqr '.max_fit[0].micro_batch' "$WORK/stubborn.json")" "stubborn: answer"
+nothing_left stubborn
+pass "stubborn: SIGTERM-ignoring steps ended, nothing left"
+
+# Bad input: --launcher slurm without srun in PATH.
+set +e
+PATH=/nonexistent "$AUTOBATCH" --launcher slurm --batch 1:8 -- "$WORK/train.sh" >"$WORK/bad.out" 2>&1
+rc=$?
+set -e
+assert_eq 2 "$rc" "no srun: exit status"
+grep -q "srun is not in PATH" "$WORK/bad.out" || fail "no srun: $(cat "$WORK/bad.out")"
+pass "no srun: refused before the first trial"

@@ -141,6 +141,11 @@ static const struct sample samples[] = {
       "may have been killed by the cgroup out-of-memory handler." },
     { "slurm-oom-kill", "slurm",
       "slurmstepd: error: Detected 3 oom_kill events in step 7.1 cgroup." },
+    { "slurm-oom-kill", "slurm",
+      "slurmstepd-abnode: error: Detected 1 oom-kill event(s) in StepId=9670.batch. Some of your "
+      "processes may have been killed by the cgroup out-of-memory handler." },
+    { "slurm-task-oom", "slurm", "srun: error: abnode: task 0: Out Of Memory" },
+    { "slurm-task-oom", "slurm", "srun: error: gpu-node-17: tasks 0-3: Out Of Memory" },
     { "tf-oom", "tensorflow",
       "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
       "tensor with shape[256,1024,1024] and type float on "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test: build with AddressSanitizer and UBSan, then run the unit and
 # end-to-end tests with ctest.  Installs what is missing first: the
-# Debian packages (.ci/setup.sh), python3-venv, and the cached Python
+# Debian packages (.ci/setup.sh), python3-venv, Slurm and munge for the
+# test cluster (tests/slurm/cluster.sh install), and the cached Python
 # environment of the real trainers' tests (tests/real/pyenv.sh: PyPI's
 # torch 2.x, f5-tts, coqui-tts; several GB the first time, reused after).
 set -euo pipefail
@@ -12,6 +13,7 @@ if ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null \
     || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null; }
 fi
+bash tests/slurm/cluster.sh install
 AB_REAL_PYTHON=$(bash tests/real/pyenv.sh real)
 export AB_REAL_PYTHON
 cd build-test

@@ -41,6 +41,7 @@
 #include "progress.h"
 #include "results.h"
 #include "search.h"
+#include "slurm.h"
 #include "space.h"
 #include "strvec.h"
 #include "subcmd.h"
@@ -233,6 +234,12 @@ static long ab_choose(struct results *res, const struct space *sp, const struct 
         progress_note(pg, "warning: --headroom could not be checked for every candidate: no "
                           "memory figures (no NVML, no peak_mem_bytes in AUTOBATCH_REPORT, no "
                           "numbers in the OOM messages)");
+    /* The configuration's trial that measured its speed stands for it (a
+     * trial that ran beside others under --gpus has none). */
+    for (size_t i = 0; best >= 0 && res->trials[best].samples_per_s <= 0 && i < res->ntrials; i++)
+        if (res->trials[i].outcome == TRIAL_FIT && res->trials[i].samples_per_s > 0 &&
+            results_same_config(&res->trials[i], &res->trials[best]))
+            best = (long)i;
     /* The runner-up: the fastest other candidate that passed the same
      * filters, so the choice can say by how much it won. */
     res->runner_up = -1;
@@ -879,41 +886,6 @@ struct ab_slot {
 };
 
 
-/* Cancel the job steps of trial `id` that are still there: srun ended
- * them when it got SIGTERM, but a srun we had to SIGKILL leaves its step
- * running (FACTS.md: never SIGKILL srun first; scancel as backstop). */
-static void ab_slurm_sweep(long id)
-{
-    char name[64], line[256];
-    snprintf(name, sizeof name, "autobatch-%ld-%ld", (long)getpid(), id);
-    FILE *q = popen("squeue -h -s -o '%i %j' 2>/dev/null", "r");
-    if (!q)
-        return;
-    char steps[8][64];
-    int n = 0;
-    while (fgets(line, sizeof line, q)) {
-        char step[64], jname[128];
-        if (sscanf(line, "%63s %127s", step, jname) == 2 && !strcmp(jname, name) && n < 8)
-            snprintf(steps[n++], sizeof steps[0], "%s", step);
-    }
-    pclose(q);
-    for (int i = 0; i < n; i++) {
-        pid_t p = fork();
-        if (p == 0) {
-            int devnull = open("/dev/null", O_WRONLY);
-            if (devnull >= 0) {
-                dup2(devnull, 1);
-                dup2(devnull, 2);
-            }
-            execlp("scancel", "scancel", steps[i], (char *)NULL);
-            _exit(127);
-        }
-        int ws;
-        while (p > 0 && waitpid(p, &ws, 0) < 0 && errno == EINTR)
-            ;
-    }
-}
-
 /* 1 when `cmd` is an executable in PATH. */
 static int ab_in_path(const char *cmd)
 {
@@ -928,40 +900,6 @@ static int ab_in_path(const char *cmd)
         p = c ? c + 1 : NULL;
     }
     return 0;
-}
-
-/* The GPUs of the Slurm allocation we run in (AllocTRES's gres/gpu), or
- * 0 when it cannot be read: salloc's environment does not say. */
-static long ab_slurm_gpus(void)
-{
-    const char *job = getenv("SLURM_JOB_ID");
-    char cmd[128], line[8192];
-    if (!job || strspn(job, "0123456789") != strlen(job) || !*job)
-        return 0;
-    snprintf(cmd, sizeof cmd, "scontrol show job -o %s 2>/dev/null", job);
-    FILE *q = popen(cmd, "r");
-    if (!q)
-        return 0;
-    long n = 0;
-    while (fgets(line, sizeof line, q)) {
-        /* AllocTRES=...,gres/gpu=4 where accounting tracks GPUs, else
-         * TresPerNode=gres:gpu:4 (or gres:gpu:TYPE:4) as asked for */
-        const char *t = strstr(line, "AllocTRES="), *g = t ? strstr(t, "gres/gpu") : NULL;
-        const char *eq = g ? strchr(g, '=') : NULL;
-        if (eq && n == 0)
-            n = strtol(eq + 1, NULL, 10);
-        t = strstr(line, "TresPerNode=");
-        g = t ? strstr(t, "gres:gpu") : NULL;
-        if (g && n == 0) {
-            size_t len = strcspn(g, ", \n");
-            const char *c = g + len;
-            while (c > g && c[-1] != ':')
-                c--;
-            n = strtol(c, NULL, 10);
-        }
-    }
-    pclose(q);
-    return n;
 }
 
 /* Count the entries of a comma-separated list. */
@@ -991,7 +929,7 @@ static long ab_slots(const struct plan *plan, const struct gpu *g, int slurm,
     size_t n = 0;
     if (!strcmp(plan->gpus, "all")) {
         const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-        long sg = slurm ? ab_slurm_gpus() : 0;
+        long sg = slurm && getenv("SLURM_JOB_ID") ? slurm_alloc_gpus() : 0;
         if (sg > 0) {
             n = (size_t)sg;
         } else if (slurm && cvd && *cvd) {
@@ -1130,7 +1068,9 @@ struct ab_run {
     int noted_world, noted_probe, noted_probe_error;
     const struct ab_slot *slots; /* NULL: no --gpus */
     size_t nslots;
-    int slurm;                   /* trials are Slurm job steps */
+    int slurm;                   /* trials are Slurm job steps (or array tasks) */
+    int slurm_array;             /* ... array tasks, submitted from a login node */
+    char self[PATH_MAX];         /* this binary, for the array tasks' followers */
     const char *emulate_lib;     /* --emulate-gpu-memory's preload library, or NULL */
 };
 
@@ -1152,6 +1092,7 @@ struct ab_job {
     int fd;
     size_t got;
     int run_rc, run_errno, cancelled, done, in_worker;
+    char slurm_job[64];          /* the array task ("ID_i"), or "" */
 };
 
 /* Set NAME=value in a trial's environment, replacing an earlier NAME. */
@@ -1199,7 +1140,7 @@ static int ab_job_env(const struct ab_run *r, struct ab_job *j)
             rc |= ab_env_set(env, "AUTOBATCH_EMULATE_METHOD", "probe");
         }
     }
-    if (r->slurm) {
+    if (r->slurm && !r->slurm_array) {
         /* A job step of the allocation: its own GPUs, output as it comes,
          * a time limit past ours (autobatch ends it first), and a name
          * to cancel it by should srun itself not end it. */
@@ -1477,6 +1418,64 @@ static int ab_job_finish(struct ab_run *r, struct ab_job *j, int shared)
     return 0;
 }
 
+/* From a login node: jobs[0..n) go out as one job array, and each
+ * trial's command becomes the follower of its task (slurm.h).  Their
+ * shared files live in round-ID, which ab_slurm_done() removes. */
+static int ab_slurm_submit(struct ab_run *r, struct ab_job *jobs, size_t n)
+{
+    if (!r->slurm_array)
+        return 0;
+    struct slurm_task tasks[SPACE_MAX_ROUND];
+    char rounddir[4200], name[64], gres[32], err[512];
+    snprintf(rounddir, sizeof rounddir, "%s/round-%ld", r->dir, jobs[0].id);
+    snprintf(name, sizeof name, "autobatch-%ld", (long)getpid());
+    snprintf(gres, sizeof gres, "gpu:%ld", r->plan->gpus_per_trial);
+    if (mkdir(rounddir, 0700)) {
+        cli_error("cannot make '%s': %s", rounddir, strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        tasks[i] = (struct slurm_task){ &jobs[i].t.argv, jobs[i].t.env.v, jobs[i].t.cwd,
+                                        jobs[i].tdir };
+    long minutes = r->plan->trial_timeout_s > 0 ? (long)(r->plan->trial_timeout_s / 60) + 2 : 0;
+    if (slurm_array_submit(tasks, n, rounddir, name, r->plan->gpus[0] ? gres : NULL, minutes,
+                           r->self, err, sizeof err)) {
+        cli_error("--launcher slurm: %s", err);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        snprintf(jobs[i].slurm_job, sizeof jobs[i].slurm_job, "%s", jobs[i].t.argv.v[2]);
+    return 0;
+}
+
+/* The round's shared files (ab_slurm_submit) go once its tasks ended. */
+static void ab_slurm_done(const struct ab_run *r, const struct ab_job *jobs)
+{
+    char rounddir[4200];
+    if (!r->slurm_array)
+        return;
+    snprintf(rounddir, sizeof rounddir, "%s/round-%ld", r->dir, jobs[0].id);
+    leftovers_remove_tree(rounddir);
+}
+
+/* After a trial on Slurm: nothing of it may run on.  A job step still
+ * listed under its name, or an array task whose follower was killed
+ * before Slurm confirmed the cancel, is cancelled here. */
+static void ab_slurm_after(struct ab_run *r, const struct ab_job *j)
+{
+    if (!r->slurm)
+        return;
+    if (j->slurm_job[0]) {
+        if (slurm_cancel_wait(j->slurm_job, 30))
+            progress_note(r->pg, "warning: Slurm still lists job %s 30 s after it was cancelled",
+                          j->slurm_job);
+        return;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "autobatch-%ld-%ld", (long)getpid(), j->id);
+    slurm_sweep_steps(name);
+}
+
 /* Run trial j here, with its output shown. */
 static void ab_job_run(struct ab_run *r, struct ab_job *j)
 {
@@ -1489,8 +1488,7 @@ static void ab_job_run(struct ab_run *r, struct ab_job *j)
     j->run_rc = trial_run(&spec, &j->to, &j->tr);
     j->run_errno = errno;
     j->peak = gpu_trial_peak(r->gpu, j->tr.peak_mem_bytes);
-    if (r->slurm)
-        ab_slurm_sweep(j->id);
+    ab_slurm_after(r, j);
 }
 
 /* The wire format from a worker: the trial's result and its GPU peak. */
@@ -1509,7 +1507,8 @@ static int ab_job_spawn(struct ab_run *r, struct ab_job *j)
     int p[2];
     if (pipe2(p, O_CLOEXEC))
         return -1;
-    outq_finish(2.0);
+    /* The worker never writes what is queued or buffered here (it leaves
+     * with _exit); flushing first keeps it from holding a copy anyway. */
     fflush(NULL);
     pid_t parent = getpid();
     pid_t w = fork();
@@ -1612,24 +1611,31 @@ static int ab_job_pointless(const struct ab_run *r, const struct ab_job *j)
 static int ab_round(struct ab_run *r, struct ab_job *jobs, size_t n, const size_t *ci,
                     const long *micro, long round)
 {
-    size_t started = 0;
+    size_t started = 0, prepared = 0;
     int stop = 0;
-    for (size_t i = 0; i < n && !stop; i++) {
+    for (size_t i = 0; i < n; i++) {
         memset(&jobs[i], 0, sizeof jobs[i]);
-        int rc = ab_job_prepare(r, &jobs[i], ci[i], micro[i], &r->slots[i], round);
-        if (rc) {
+        if (ab_job_prepare(r, &jobs[i], ci[i], micro[i], &r->slots[i], round)) {
             stop = 1;
             break;
         }
-        if (ab_job_spawn(r, &jobs[i])) {
-            cli_error("cannot start a trial: %s", strerror(errno));
+        prepared++;
+    }
+    if (prepared && ab_slurm_submit(r, jobs, prepared)) {
+        r->status = AB_USAGE;
+        stop = 1;
+    }
+    for (size_t i = 0; i < prepared; i++) {
+        if (stop || ab_job_spawn(r, &jobs[i])) {
+            if (!stop) {
+                cli_error("cannot start a trial: %s", strerror(errno));
+                r->status = AB_USAGE;
+                stop = 1;
+            }
             inject_trial_release(&jobs[i].t);
             leftovers_remove_tree(jobs[i].tdir);
-            r->status = AB_USAGE;
-            stop = 1;
-            break;
+            continue;
         }
-        jobs[i].done = jobs[i].cancelled = 0;
         started++;
         progress_note(r->pg, "round %ld: trial %ld micro_batch=%ld on GPU %s", round,
                       jobs[i].id, micro[i], r->slots[i].devices);
@@ -1662,6 +1668,7 @@ static int ab_round(struct ab_run *r, struct ab_job *jobs, size_t n, const size_
             if (!ab_job_collect(j, &buf))
                 continue;
             left--;
+            ab_slurm_after(r, j);
             if (j->cancelled) {
                 /* Not evidence: it was stopped for being pointless. */
                 inject_trial_release(&j->t);
@@ -1692,6 +1699,8 @@ static int ab_round(struct ab_run *r, struct ab_job *jobs, size_t n, const size_
             }
         }
     }
+    if (prepared)
+        ab_slurm_done(r, jobs);
     if (!gpu_settle(r->gpu))
         progress_note(r->pg, "warning: GPU memory did not return to its level before the "
                              "round within 10s; the next round may see less free memory");
@@ -1879,9 +1888,13 @@ int main(int argc, char **argv)
         double real_cap = gpu_capacity(&gpu);
         if (nslots < 0)
             bad = why;
-        else if (slurm && !ab_in_path("srun"))
+        else if (slurm && getenv("SLURM_JOB_ID") && !ab_in_path("srun"))
             bad = "--launcher slurm: srun is not in PATH; run inside a Slurm allocation or use "
                   "--launcher local";
+        else if (slurm && !getenv("SLURM_JOB_ID") &&
+                 (!ab_in_path("sbatch") || !ab_in_path("scontrol") || !ab_in_path("scancel")))
+            bad = "--launcher slurm: sbatch, scontrol and scancel must be in PATH to submit "
+                  "trials from here; run on a login node or use --launcher local";
         else if (nslots > 1 && plan.replay)
             bad = "--replay runs its recordings one at a time; drop --gpus or --replay";
         else if (plan.emulate_bytes && gpu.n <= 0)
@@ -1913,7 +1926,7 @@ int main(int argc, char **argv)
             res.emulated_real_total = (long long)real_cap;
             gpu_emulate(&gpu, plan.emulate_bytes);
         }
-        res.launcher = slurm ? "slurm" : "local";
+        res.launcher = !slurm ? "local" : getenv("SLURM_JOB_ID") ? "slurm" : "slurm-array";
         res.slots = nslots > 1 ? nslots : 1;
         so.shared_speeds = nslots > 1;
         space.o.shared_speeds = nslots > 1;
@@ -1982,9 +1995,13 @@ int main(int argc, char **argv)
         .guide = &guide, .pg = &pg, .oom = &oom, .log_rules = &log_rules, .dir = dir,
         .replay_cpu = replay_cpu, .t0 = ab_now(), .status = AB_OK,
         .slots = nslots > 0 ? slots : NULL, .nslots = nslots > 0 ? (size_t)nslots : 0,
-        .slurm = slurm,
+        .slurm = slurm, .slurm_array = slurm && !getenv("SLURM_JOB_ID"),
         .emulate_lib = emulate_lib[0] ? emulate_lib : NULL,
     };
+    if (run.slurm_array) {
+        ssize_t n = readlink("/proc/self/exe", run.self, sizeof run.self - 1);
+        run.self[n > 0 ? n : 0] = '\0';
+    }
     size_t width = nslots > 1 ? (size_t)nslots : 1;
     struct ab_job *jobs = calloc(width, sizeof *jobs);
     size_t *round_ci = calloc(width, sizeof *round_ci);
@@ -2021,7 +2038,15 @@ int main(int argc, char **argv)
         if (ab_job_prepare(&run, j, round_ci[0], round_micro[0], run.slots,
                            width > 1 ? round + 1 : 0))
             break;
+        if (ab_slurm_submit(&run, j, 1)) {
+            run.status = AB_USAGE;
+            inject_trial_release(&j->t);
+            leftovers_remove_tree(j->tdir);
+            ab_slurm_done(&run, j);
+            break;
+        }
         ab_job_run(&run, j);
+        ab_slurm_done(&run, j);
         if (width > 1)
             res.rounds = ++round;
         int stop = ab_job_finish(&run, j, 0);

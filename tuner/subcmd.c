@@ -3,6 +3,7 @@
  * (see subcmd.h).
  */
 #include "subcmd.h"
+#include "slurm.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -692,5 +693,7 @@ int subcmd_dispatch(int argc, char **argv)
         return subcmd_notify(argc, argv);
     if (!strcmp(argv[1], "predict"))
         return subcmd_predict(argc, argv);
+    if (!strcmp(argv[1], "__slurm-follow"))
+        return slurm_follow(argc, argv);
     return -1;
 }

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Trials as Slurm job steps, on a real single-node cluster started here
+# Trials on a real single-node Slurm cluster started here
 # (tests/slurm/cluster.sh: Debian's slurm-wlm, munge, four fake GPUs).
-# Inside an allocation autobatch runs each trial with srun: the boundary
-# is the local search's, side by side (--gpus) in fewer rounds with each
-# step on its own GPU; an OOM line ends its step; a step that ignores
-# SIGTERM is still ended; nothing is left running afterwards.
+# Inside an allocation each trial is a job step (srun); from the login
+# node each round is a job array.  Either way the boundary is the local
+# search's, side by side (--gpus) in fewer rounds with no GPU shared by
+# two trials at once; an OOM line ends its step or task; a trainer that
+# ignores SIGTERM is still ended; nothing is left queued or running, even
+# when autobatch itself is killed.
 source "$(dirname "$0")/lib.sh"
 [ "$(id -u)" -eq 0 ] || skip "needs root to run slurmd"
 cluster="$AB_SOURCE_DIR/tests/slurm/cluster.sh"
@@ -13,10 +15,14 @@ dir=$(mktemp -d /tmp/ab-slurm-XXXXXX)
 stop_cluster() { bash "$cluster" stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir" "$WORK"; }
 trap stop_cluster EXIT
 eval "$(bash "$cluster" start "$dir" 4)"
+# A copy of simtrain of our own, so that "still running" sees only ours
+# (other tests run theirs at the same time).
+cp "$SIMTRAIN" "$WORK/simtrain-slurm"
+SIMTRAIN=$WORK/simtrain-slurm
 
 cat >"$WORK/train.sh" <<SH
 #!/bin/sh
-echo "\$AUTOBATCH_TRIAL \$AUTOBATCH_MICRO_BATCH \${SLURM_JOB_ID:-none}.\${SLURM_STEP_ID:-none} \$CUDA_VISIBLE_DEVICES" >>"$WORK/steps.log"
+echo "\$AUTOBATCH_TRIAL \$AUTOBATCH_MICRO_BATCH \${SLURM_JOB_ID:-none}.\${SLURM_STEP_ID:-batch} \$CUDA_VISIBLE_DEVICES" >>"$WORK/steps.log"
 # a GPU held by two steps at once would find its lock taken
 flock -n -E 99 "$WORK/gpu-\$CUDA_VISIBLE_DEVICES.lock" \
   "$SIMTRAIN" --capacity 24G --startup-time 0.3s --output_dir "$WORK/out" "\$@"
@@ -47,7 +53,7 @@ in_alloc serial
 f="$WORK/serial.json"
 assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$f")" "serial: max micro-batch"
 assert_eq slurm "$(jqr '.summary.launcher' "$f")" "serial: launcher"
-steps=$(awk '$3 !~ /none/' "$WORK/steps.log" | wc -l)
+steps=$(awk '$3 !~ /^none/' "$WORK/steps.log" | wc -l)
 assert_eq "$(wc -l <"$WORK/steps.log")" "$steps" "serial: trials that ran as job steps"
 nothing_left serial
 serial_trials=$(jqr '.summary.trials' "$f")
@@ -81,11 +87,65 @@ assert_eq "$("$SIMTRAIN" --capacity 24G --print-max)" "$(jqr '.max_fit[0].micro_
 nothing_left stubborn
 pass "stubborn: SIGTERM-ignoring steps ended, nothing left"
 
+# From the login node: each round is a job array, each trial's output
+# followed from its task's file, states read from scontrol.
+running() { squeue -h -t pending,running,completing -o '%j' | grep -c '^autobatch' || true; }
+from_login() { # name, autobatch args...
+  local name=$1; shift
+  : >"$WORK/steps.log"
+  "$AUTOBATCH" --launcher slurm --no-cache --preset hf --batch 1:512 --warmup 1 --steps 3 \
+    --json "$WORK/$name.json" "$@" -- "$WORK/train.sh" >"$WORK/$name.out" 2>&1 \
+    || fail "$name: autobatch exited $? ($(tail -5 "$WORK/$name.out"))"
+}
+from_login array1
+f="$WORK/array1.json"
+assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$f")" "array1: max micro-batch"
+assert_eq slurm-array "$(jqr '.summary.launcher' "$f")" "array1: launcher"
+tasks=$(awk '$3 !~ /^none/' "$WORK/steps.log" | wc -l)
+assert_eq "$(jqr '.summary.trials' "$f")" "$tasks" "array1: trials that ran as array tasks"
+assert_eq 0 "$(running)" "array1: tasks still queued or running"
+pass "array1: $want in $tasks array tasks, nothing left"
+
+from_login array4 --gpus 0,1,2,3
+f="$WORK/array4.json"
+assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$f")" "array4: max micro-batch"
+[ ! -s "$WORK/clash.log" ] || fail "array4: two tasks on one GPU at once: $(cat "$WORK/clash.log")"
+[ "$(jqr '.best.samples_per_s' "$f")" != null ] || fail "array4: the choice has no speed"
+rounds=$(jq '[.trials[] | select(.shared) | .round] | unique | length' "$f")
+assert_eq 0 "$(running)" "array4: tasks still queued or running"
+pass "array4: $want in $rounds rounds of 4-task arrays ($(jqr '.summary.trials' "$f") trials)"
+
+# autobatch killed with SIGKILL mid-trial: its followers die with it, the
+# task's watchdog sees no heartbeat and ends the trial.
+cat >"$WORK/slow.sh" <<SH
+#!/bin/sh
+exec "$SIMTRAIN" --capacity 24G --startup-time 60s --output_dir "$WORK/out" "\$@"
+SH
+chmod +x "$WORK/slow.sh"
+AUTOBATCH_SLURM_HEARTBEAT=3 "$AUTOBATCH" --launcher slurm --no-cache --preset hf --batch 1:8 \
+  -- "$WORK/slow.sh" >"$WORK/killed.out" 2>&1 &
+ab=$!
+for _ in $(seq 100); do [ "$(squeue -h -t running -o '%j' | grep -c '^autobatch')" -ge 1 ] && break; sleep 0.1; done
+[ "$(running)" -ge 1 ] || fail "killed: no task started ($(tail -3 "$WORK/killed.out"))"
+kill -9 "$ab"
+wait "$ab" 2>/dev/null || true
+t0=$SECONDS
+while [ "$(running)" -gt 0 ] && [ $((SECONDS - t0)) -lt 40 ]; do sleep 0.5; done
+assert_eq 0 "$(running)" "killed: tasks still running $((SECONDS - t0)) s after autobatch was killed"
+pgrep -f "$SIMTRAIN" >/dev/null && fail "killed: a trainer process is still running"
+pass "killed: the orphaned task ended itself $((SECONDS - t0)) s after autobatch's SIGKILL"
+
 # Bad input: --launcher slurm without srun in PATH.
 set +e
-PATH=/nonexistent "$AUTOBATCH" --launcher slurm --batch 1:8 -- "$WORK/train.sh" >"$WORK/bad.out" 2>&1
+SLURM_JOB_ID=1 PATH=/nonexistent "$AUTOBATCH" --launcher slurm --batch 1:8 -- "$WORK/train.sh" >"$WORK/bad.out" 2>&1
 rc=$?
 set -e
 assert_eq 2 "$rc" "no srun: exit status"
 grep -q "srun is not in PATH" "$WORK/bad.out" || fail "no srun: $(cat "$WORK/bad.out")"
-pass "no srun: refused before the first trial"
+set +e
+PATH=/nonexistent "$AUTOBATCH" --launcher slurm --batch 1:8 -- "$WORK/train.sh" >"$WORK/bad.out" 2>&1
+rc=$?
+set -e
+assert_eq 2 "$rc" "no sbatch: exit status"
+grep -q "sbatch, scontrol and scancel must be in PATH" "$WORK/bad.out" || fail "no sbatch: $(cat "$WORK/bad.out")"
+pass "no srun, no sbatch: refused before the first trial"

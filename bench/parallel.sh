@@ -18,8 +18,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-want=$("$sim" --capacity 80G --act-mem 16M --print-max)
-echo "simtrain --capacity 80G --act-mem 16M: boundary $want; --batch 1:$range; start-up ${start}s per trial"
+want=$("$sim" --capacity 80G --act-mem 24M --print-max)
+echo "simtrain --capacity 80G --act-mem 24M: boundary $want; --batch 1:$range; start-up ${start}s per trial"
 printf '%-7s %2s %8s %8s %9s %8s %9s\n' launcher N max_fit rounds b-trials trials wall_s
 
 one() { # launcher, n, json
@@ -45,7 +45,7 @@ run() { # launcher, n, prefix...
   local g=()
   [ "$n" -gt 1 ] && g=(--gpus "$([ "$l" = slurm ] && echo all || seq -s, 0 $((n - 1)))")
   "$@" "$ab" --quiet --no-cache --preset hf --batch "1:$range" --warmup 1 --steps 3 "${g[@]}" \
-    --json "$work/$l-$n.json" -- "$sim" --capacity 80G --act-mem 16M --startup-time "${start}s" \
+    --json "$work/$l-$n.json" -- "$sim" --capacity 80G --act-mem 24M --startup-time "${start}s" \
     --output_dir "$work/out" >"$work/$l-$n.out" 2>&1 || { tail -3 "$work/$l-$n.out"; exit 1; }
   one "$l" "$n" "$work/$l-$n.json"
 }

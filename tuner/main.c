@@ -915,8 +915,8 @@ static size_t ab_list_count(const char *s)
  * --gpus and --gpus-per-trial as slots: groups of K devices, each
  * CUDA_VISIBLE_DEVICES (UUIDs where NVML gives them) and an NVML mask.
  * With Slurm, the steps get their GPUs from Slurm: only the count
- * matters.  Returns the number of slots (0 without --gpus), or -1 with a
- * one-line reason in err.
+ * matters.  Returns the number of slots (0 without --gpus), -1 with a
+ * one-line reason in err, or -2 when the GPUs are of several models.
  */
 static long ab_slots(const struct plan *plan, const struct gpu *g, int slurm,
                      struct ab_slot *slots, size_t max, char *err, size_t errlen)
@@ -986,15 +986,15 @@ static long ab_slots(const struct plan *plan, const struct gpu *g, int slurm,
                               "list %ld, %ld, ... GPUs", n, k, k, 2 * k);
         return -1;
     }
-    /* One model and size only: a boundary holds for one kind of GPU. */
+    /* One model and size only: a boundary holds for one kind of GPU
+     * (main.c then searches each model apart, ab_per_model). */
     for (size_t i = 1; i < n; i++) {
         const char *a, *b;
         uint64_t ta, tb;
         if (dev[0] >= 0 && dev[i] >= 0 && !gpu_info(g, dev[0], &a, &ta) &&
             !gpu_info(g, dev[i], &b, &tb) && (strcmp(a, b) || ta != tb)) {
-            snprintf(err, errlen, "--gpus mixes GPU models (%s and %s): a boundary holds for "
-                                  "one; run once per model, e.g. --gpus %s", a, b, label[0]);
-            return -1;
+            snprintf(err, errlen, "--gpus mixes GPU models (%s and %s)", a, b);
+            return -2;
         }
     }
     size_t ns = n / (size_t)k;
@@ -1044,6 +1044,150 @@ static int ab_emulate_lib(char *out, size_t len)
             return 0;
     }
     return -1;
+}
+
+/* "NVIDIA A100-SXM4-80GB" -> "nvidia-a100-sxm4-80gb", for file names. */
+static void ab_slug(const char *name, char *out, size_t len)
+{
+    size_t k = 0;
+    for (const char *p = name; *p && k + 1 < len; p++) {
+        char c = *p >= 'A' && *p <= 'Z' ? (char)(*p - 'A' + 'a') : *p;
+        int keep = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+        if (keep)
+            out[k++] = c;
+        else if (k && out[k - 1] != '-')
+            out[k++] = '-';
+    }
+    while (k && out[k - 1] == '-')
+        k--;
+    out[k] = '\0';
+}
+
+/* PATH with -SLUG before its extension ("r.json" -> "r-nvidia-l4.json"). */
+static char *ab_suffixed(const char *path, const char *slug)
+{
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    size_t stem = dot && (!slash || dot > slash) && dot != path ? (size_t)(dot - path) : strlen(path);
+    char *out = NULL;
+    if (asprintf(&out, "%.*s-%s%s", (int)stem, path, slug, path + stem) < 0)
+        return NULL;
+    return out;
+}
+
+/*
+ * --gpus over several GPU models: a boundary holds for one model, so each
+ * model's GPUs are searched apart, one model after the other, by this
+ * binary run again with --gpus naming that model's GPUs; results and
+ * reports go to files named after the model (r.json -> r-nvidia-l4.json;
+ * `autobatch matrix` puts them side by side).  --write is left out: each
+ * model has its own choice.  Returns the first failing run's status, or 0.
+ */
+static int ab_per_model(int argc, char **argv, const struct plan *plan, const struct gpu *g)
+{
+    int idx[GPU_MAX], n = 0;
+    if (!strcmp(plan->gpus, "all")) {
+        for (int i = 0; i < g->n; i++)
+            idx[n++] = i;
+    } else {
+        char buf[256], *save = NULL;
+        snprintf(buf, sizeof buf, "%s", plan->gpus);
+        for (char *t = strtok_r(buf, ",", &save); t && n < GPU_MAX; t = strtok_r(NULL, ",", &save)) {
+            int found = -1;
+            for (int i = 0; i < g->n; i++)
+                if (!strcmp(gpu_uuid(g, i), t))
+                    found = i;
+            idx[n++] = found >= 0 ? found : atoi(t);
+        }
+    }
+    int done[GPU_MAX] = { 0 }, status = 0;
+    for (int a = 0; a < n; a++) {
+        if (done[a])
+            continue;
+        const char *name, *other;
+        uint64_t total, ot;
+        gpu_info(g, idx[a], &name, &total);
+        char list[256] = "", slug[128];
+        size_t off = 0;
+        for (int b = a; b < n; b++) {
+            gpu_info(g, idx[b], &other, &ot);
+            if (strcmp(name, other) || total != ot)
+                continue;
+            done[b] = 1;
+            if (off < sizeof list)
+                off += (size_t)snprintf(list + off, sizeof list - off, "%s%d", off ? "," : "",
+                                        idx[b]);
+        }
+        ab_slug(name, slug, sizeof slug);
+        char gib[32];
+        snprintf(gib, sizeof gib, "%.0fg", (double)total / (1 << 30));
+        char tag[160];
+        snprintf(tag, sizeof tag, "%s-%s", slug, gib);
+        /* The same command line, with this model's GPUs and file names. */
+        struct strvec av = STRVEC_INIT;
+        int rc = strvec_push(&av, argv[0]);
+        int after_dashdash = 0;
+        for (int i = 1; i < argc && !rc; i++) {
+            const char *arg = argv[i];
+            if (after_dashdash || (plan->command && argv + i >= plan->command)) {
+                rc |= strvec_push(&av, arg);
+                continue;
+            }
+            if (!strcmp(arg, "--")) {
+                after_dashdash = 1;
+                rc |= strvec_push(&av, arg);
+                continue;
+            }
+            static const char *const files[] = { "--json", "--markdown", "--html", "--junit" };
+            int file = 0, gpus = !strcmp(arg, "--gpus") || !strncmp(arg, "--gpus=", 7);
+            for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+                size_t fl = strlen(files[f]);
+                if (!strncmp(arg, files[f], fl) && (arg[fl] == '\0' || arg[fl] == '='))
+                    file = 1;
+            }
+            if (!strcmp(arg, "--write"))
+                continue;
+            if (gpus || file) {
+                const char *eq = strchr(arg, '=');
+                const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : "";
+                size_t nl = eq ? (size_t)(eq - arg) : strlen(arg);
+                char *nv = gpus ? strdup(list) : strcmp(val, "-") ? ab_suffixed(val, tag) : strdup("-");
+                rc |= !nv || strvec_pushf(&av, "%.*s=%s", (int)nl, arg, nv ? nv : "");
+                free(nv);
+                continue;
+            }
+            rc |= strvec_push(&av, arg);
+        }
+        if (rc) {
+            strvec_release(&av);
+            cli_error("out of memory");
+            return AB_USAGE;
+        }
+        fprintf(stderr, "autobatch: %s, %.1f GiB (GPUs %s): searched on its own%s\n", name,
+                (double)total / (1 << 30), list, plan->write ? " (--write left out: one choice "
+                                                                "per model)" : "");
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            execv("/proc/self/exe", av.v);
+            _exit(127);
+        }
+        strvec_release(&av);
+        int ws = 0, forwarded = 0;
+        while (pid > 0 && waitpid(pid, &ws, 0) < 0) {
+            if (errno != EINTR)
+                break;
+            if (ab_interrupted && !forwarded) {
+                forwarded = 1;
+                kill(pid, SIGTERM);
+            }
+        }
+        int st = pid < 0 ? AB_USAGE : WIFEXITED(ws) ? WEXITSTATUS(ws) : AB_INTERRUPTED;
+        if (st && !status)
+            status = st;
+        if (ab_interrupted)
+            break;
+    }
+    return status;
 }
 
 /* ---- one trial, and trials side by side (--gpus) */
@@ -1886,6 +2030,17 @@ int main(int argc, char **argv)
         char why[512] = "";
         nslots = ab_slots(&plan, &gpu, slurm, slots, SPACE_MAX_ROUND, why, sizeof why);
         double real_cap = gpu_capacity(&gpu);
+        if (nslots == -2) {
+            /* several GPU models: one search per model, this binary again */
+            int st = ab_per_model(argc, argv, &plan, &gpu);
+            gpu_release(&gpu);
+            leftovers_remove_tree(dir);
+            space_release(&space);
+            results_release(&res);
+            oom_table_release(&oom);
+            ab_setup_release(&setup);
+            return st;
+        }
         if (nslots < 0)
             bad = why;
         else if (slurm && getenv("SLURM_JOB_ID") && !ab_in_path("srun"))

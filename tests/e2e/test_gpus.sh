@@ -100,7 +100,28 @@ bad "word" "neither an index nor a GPU UUID" --gpus zero
 bad "all without NVML" "list them" --gpus all
 export AUTOBATCH_NVML_LIB=$FAKE_NVML_LIB FAKE_NVML_GPUS=2
 bad "missing GPU" "GPU 5 does not exist" --gpus 0,5
-FAKE_NVML_NAME="NVIDIA A100;NVIDIA L4" FAKE_NVML_TOTAL="80G 24G" \
-  bad "mixed models" "mixes GPU models" --gpus all
 pass "bad --gpus input refused before the first trial"
+
+# Two GPU models: each searched on its own GPUs, results per model.
+cat >"$WORK/mixed.sh" <<SH
+#!/bin/sh
+exec "$SIMTRAIN" --capacity 24G --device-capacity GPU-fake-00000002=12G,GPU-fake-00000003=12G \
+  --output_dir "$WORK/out" "\$@"
+SH
+chmod +x "$WORK/mixed.sh"
+big=$(CUDA_VISIBLE_DEVICES=GPU-fake-00000000 "$SIMTRAIN" --capacity 24G --print-max)
+small=$(CUDA_VISIBLE_DEVICES=GPU-fake-00000002 "$SIMTRAIN" --capacity 24G \
+  --device-capacity GPU-fake-00000002=12G,GPU-fake-00000003=12G --print-max)
+FAKE_NVML_GPUS=4 FAKE_NVML_NAME="NVIDIA A100;NVIDIA A100;NVIDIA L4;NVIDIA L4" \
+  FAKE_NVML_TOTAL="24G 24G 12G 12G" "$AUTOBATCH" --quiet --no-cache --preset hf --batch 1:256 \
+  --steps 3 --gpus all --json "$WORK/mixed.json" -- "$WORK/mixed.sh" >"$WORK/mixed.out" 2>&1 \
+  || fail "mixed: exited $? ($(tail -3 "$WORK/mixed.out"))"
+a="$WORK/mixed-nvidia-a100-24g.json" l="$WORK/mixed-nvidia-l4-12g.json"
+[ -s "$a" ] && [ -s "$l" ] || fail "mixed: no results per model: $(ls "$WORK" | grep mixed)"
+assert_eq "$big" "$(jqr '.max_fit[0].micro_batch' "$a")" "mixed: A100 max micro-batch"
+assert_eq "$small" "$(jqr '.max_fit[0].micro_batch' "$l")" "mixed: L4 max micro-batch"
+assert_eq "GPU-fake-00000002" "$(jq -r '[.trials[].devices // empty | split(",")[]] | unique | first' "$l")" "mixed: L4 trials' first device"
+grep -q "NVIDIA L4, 12.0 GiB (GPUs 2,3): searched on its own" "$WORK/mixed.out" \
+  || fail "mixed: the split not said: $(head -3 "$WORK/mixed.out")"
+pass "mixed: A100s $big and L4s $small, searched apart, one results file each"
 assert_no_leftovers

@@ -146,6 +146,7 @@ static const struct sample samples[] = {
       "processes may have been killed by the cgroup out-of-memory handler." },
     { "slurm-task-oom", "slurm", "srun: error: abnode: task 0: Out Of Memory" },
     { "slurm-task-oom", "slurm", "srun: error: gpu-node-17: tasks 0-3: Out Of Memory" },
+    { "slurm-state-oom", "slurm", "autobatch: slurm job 260543_2 ended OUT_OF_MEMORY (exit code 0:125)" },
     { "tf-oom", "tensorflow",
       "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating "
       "tensor with shape[256,1024,1024] and type float on "

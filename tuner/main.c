@@ -2030,18 +2030,10 @@ int main(int argc, char **argv)
         char why[512] = "";
         nslots = ab_slots(&plan, &gpu, slurm, slots, SPACE_MAX_ROUND, why, sizeof why);
         double real_cap = gpu_capacity(&gpu);
-        if (nslots == -2) {
-            /* several GPU models: one search per model, this binary again */
-            int st = ab_per_model(argc, argv, &plan, &gpu);
-            gpu_release(&gpu);
-            leftovers_remove_tree(dir);
-            space_release(&space);
-            results_release(&res);
-            oom_table_release(&oom);
-            ab_setup_release(&setup);
-            return st;
-        }
-        if (nslots < 0)
+        int split = -1; /* several GPU models: one search per model, this binary again */
+        if (nslots == -2)
+            split = ab_per_model(argc, argv, &plan, &gpu);
+        else if (nslots < 0)
             bad = why;
         else if (slurm && getenv("SLURM_JOB_ID") && !ab_in_path("srun"))
             bad = "--launcher slurm: srun is not in PATH; run inside a Slurm allocation or use "
@@ -2065,15 +2057,16 @@ int main(int argc, char **argv)
                  ab_emulate_lib(emulate_lib, sizeof emulate_lib))
             bad = "--emulate-gpu-memory: libautobatch-gpuemu.so is not next to autobatch; set "
                   "AUTOBATCH_GPUEMU_LIB to it, or use --emulate-with probe";
-        if (bad) {
-            cli_error("%s", bad);
+        if (bad || split >= 0) {
+            if (bad)
+                cli_error("%s", bad);
             gpu_release(&gpu);
             leftovers_remove_tree(dir);
             space_release(&space);
             results_release(&res);
             oom_table_release(&oom);
             ab_setup_release(&setup);
-            return AB_USAGE;
+            return bad ? AB_USAGE : split;
         }
         if (plan.emulate_bytes) {
             res.emulated = plan.emulate_bytes;

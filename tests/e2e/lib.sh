@@ -35,6 +35,19 @@ marked_procs() {
   echo "$out"
 }
 
+# assert_refused WHAT TEXT TRIAL_LOG ARGS...: `autobatch ARGS` exits 2
+# with TEXT in its output, and TRIAL_LOG (which every trial of the test's
+# command appends to) stays empty: bad input refused before any trial.
+assert_refused() {
+  local what=$1 text=$2 log=$3 rc=0
+  shift 3
+  : >"$log"
+  "$AUTOBATCH" "$@" >"$WORK/refused.out" 2>&1 || rc=$?
+  assert_eq 2 "$rc" "$what: exit status"
+  grep -q -- "$text" "$WORK/refused.out" || fail "$what: '$text' not in: $(cat "$WORK/refused.out")"
+  [ ! -s "$log" ] || fail "$what: a trial ran"
+}
+
 assert_no_leftovers() {
   local left
   left=$(marked_procs)

@@ -84,16 +84,8 @@ pass "small: GPUs 2 and 3 (12G) give $small, not $want"
 
 # Bad input: refused before any trial, exit 2, one line that names the fix.
 bad() { # what, expected text, args...
-  local what=$1 text=$2; shift 2
-  set +e
-  "$AUTOBATCH" --quiet --preset hf --batch 1:8 "$@" -- "$WORK/train.sh" >"$WORK/bad.out" 2>&1
-  local rc=$?
-  set -e
-  assert_eq 2 "$rc" "$what: exit status"
-  grep -q "$text" "$WORK/bad.out" || fail "$what: '$text' not in: $(cat "$WORK/bad.out")"
-  [ ! -s "$WORK/devices.log" ] || fail "$what: a trial ran"
+  assert_refused "$1" "$2" "$WORK/devices.log" --quiet --preset hf --batch 1:8 "${@:3}" -- "$WORK/train.sh"
 }
-: >"$WORK/devices.log"
 bad "odd count" "not a multiple of --gpus-per-trial 2" --gpus 0,1,2 --gpus-per-trial 2
 bad "twice" "listed twice" --gpus 0,0
 bad "word" "neither an index nor a GPU UUID" --gpus zero

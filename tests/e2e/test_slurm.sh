@@ -135,17 +135,16 @@ assert_eq 0 "$(running)" "killed: tasks still running $((SECONDS - t0)) s after 
 pgrep -f "$SIMTRAIN" >/dev/null && fail "killed: a trainer process is still running"
 pass "killed: the orphaned task ended itself $((SECONDS - t0)) s after autobatch's SIGKILL"
 
-# Bad input: --launcher slurm without srun in PATH.
-set +e
-SLURM_JOB_ID=1 PATH=/nonexistent "$AUTOBATCH" --launcher slurm --batch 1:8 -- "$WORK/train.sh" >"$WORK/bad.out" 2>&1
-rc=$?
-set -e
-assert_eq 2 "$rc" "no srun: exit status"
-grep -q "srun is not in PATH" "$WORK/bad.out" || fail "no srun: $(cat "$WORK/bad.out")"
-set +e
-PATH=/nonexistent "$AUTOBATCH" --launcher slurm --batch 1:8 -- "$WORK/train.sh" >"$WORK/bad.out" 2>&1
-rc=$?
-set -e
-assert_eq 2 "$rc" "no sbatch: exit status"
-grep -q "sbatch, scontrol and scancel must be in PATH" "$WORK/bad.out" || fail "no sbatch: $(cat "$WORK/bad.out")"
+# Bad input: --launcher slurm without srun (in an allocation) or sbatch
+# (outside), refused before the first trial.
+refused() { # what, expected text, environment...
+  local rc=0
+  : >"$WORK/steps.log"
+  env "${@:3}" "$AUTOBATCH" --launcher slurm --batch 1:8 -- "$WORK/train.sh" >"$WORK/bad.out" 2>&1 || rc=$?
+  assert_eq 2 "$rc" "$1: exit status"
+  grep -q "$2" "$WORK/bad.out" || fail "$1: $(cat "$WORK/bad.out")"
+  [ ! -s "$WORK/steps.log" ] || fail "$1: a trial ran"
+}
+refused "no srun" "srun is not in PATH" SLURM_JOB_ID=1 PATH=/nonexistent
+refused "no sbatch" "sbatch, scontrol and scancel must be in PATH" PATH=/nonexistent
 pass "no srun, no sbatch: refused before the first trial"

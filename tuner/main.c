@@ -1265,6 +1265,11 @@ static int ab_job_env(const struct ab_run *r, struct ab_job *j)
     const struct plan *plan = r->plan;
     struct strvec *env = &j->t.env;
     int rc = 0;
+    if (j->slot) {
+        char n[32];
+        snprintf(n, sizeof n, "%ld", (long)(j->slot - r->slots));
+        rc |= ab_env_set(env, "AUTOBATCH_SLOT", n);
+    }
     if (j->slot && !r->slurm) {
         rc |= ab_env_set(env, "CUDA_VISIBLE_DEVICES", j->slot->devices);
         rc |= ab_env_set(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");

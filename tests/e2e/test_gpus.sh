@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 # A wrapper that logs which devices each trial saw, then runs simtrain.
 cat >"$WORK/train.sh" <<SH
 #!/bin/sh
-echo "\$AUTOBATCH_TRIAL \$AUTOBATCH_MICRO_BATCH \$CUDA_VISIBLE_DEVICES" >>"$WORK/devices.log"
+echo "\$AUTOBATCH_TRIAL \$AUTOBATCH_MICRO_BATCH \$CUDA_VISIBLE_DEVICES \$AUTOBATCH_SLOT" >>"$WORK/devices.log"
 exec "$SIMTRAIN" --capacity 24G --startup-time 0.3s --output_dir "$WORK/out" "\$@"
 SH
 chmod +x "$WORK/train.sh"
@@ -56,6 +56,9 @@ for n in 2 4; do
   # the trials really saw them
   seen=$(awk '{print $3}' "$WORK/n$n.devices" | sort -u | grep -c . || true)
   [ "$seen" -ge 2 ] || fail "n$n: trials saw only $seen distinct CUDA_VISIBLE_DEVICES"
+  # the slot number is the device's place in the list (one GPU per slot)
+  wrong=$(awk '$3 != $4' "$WORK/n$n.devices" | wc -l)
+  assert_eq 0 "$wrong" "n$n: trials whose AUTOBATCH_SLOT is not their GPU's slot"
   # a speed measured beside others is not kept; the choice has one measured alone
   shared_speed=$(jq '[.trials[] | select(.shared and .samples_per_s != null)] | length' "$f")
   assert_eq 0 "$shared_speed" "n$n: a shared trial's speed kept"

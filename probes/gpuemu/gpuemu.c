@@ -53,8 +53,8 @@
  * This library must not print on stdout, allocate in hooks or abort its
  * host; it is built without sanitizers (their runtime would have to come
  * first in every program it is loaded into) and without the CUDA headers,
- * so it builds everywhere: the few driver types are declared below, with
- * CUmemAllocationProp laid out as in cuda.h.
+ * so it builds everywhere: the few driver declarations it needs are made by
+ * hand in driver_abi.h, which the fake driver of the tests shares.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -69,97 +69,20 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "driver_abi.h"
+
 #define EXPORT __attribute__((visibility("default")))
-
-/* ---- the driver's types and codes, as in cuda.h and nvml.h ---- */
-
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext;
-typedef void *CUstream;
-typedef void *CUmemoryPool;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef uint64_t cuuint64_t;
-
-typedef struct {
-    int type; /* CUmemLocationType */
-    int id;
-} CUmemLocation;
-
-typedef struct {
-    int type;                 /* CUmemAllocationType */
-    int requestedHandleTypes; /* CUmemAllocationHandleType */
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    struct {
-        unsigned char compressionType;
-        unsigned char gpuDirectRDMACapable;
-        unsigned short usage;
-        unsigned char reserved[4];
-    } allocFlags;
-} CUmemAllocationProp;
-
-_Static_assert(offsetof(CUmemAllocationProp, location) == 8, "CUmemAllocationProp layout");
-_Static_assert(offsetof(CUmemAllocationProp, win32HandleMetaData) == 16, "CUmemAllocationProp layout");
-_Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp layout");
-
-#define CUDA_SUCCESS 0
-#define CUDA_ERROR_OUT_OF_MEMORY 2
-#define CUDA_ERROR_NOT_FOUND 500
-#define CU_MEM_LOCATION_TYPE_DEVICE 1
-#define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 2
-
-typedef int nvmlReturn_t;
-typedef void *nvmlDevice_t;
-#define NVML_SUCCESS 0
-#define NVML_ERROR_FUNCTION_NOT_FOUND 13
-
-typedef struct {
-    unsigned long long total;
-    unsigned long long free;
-    unsigned long long used;
-} nvmlMemory_t;
-
-typedef struct {
-    unsigned int version;
-    unsigned long long total;
-    unsigned long long reserved;
-    unsigned long long free;
-    unsigned long long used;
-} nvmlMemory_v2_t;
 
 /* Allocations are judged in the driver's large-page granule. */
 #define GRANULE (2ULL << 20)
 
-/* ---- the hooks, declared for the table ---- */
-
-EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev);
-EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev);
-EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total);
-EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total);
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize);
-EXPORT CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize);
-EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
-                                   unsigned int elemsize);
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream);
-EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream);
-EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                        CUstream stream);
-EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                             CUstream stream);
-EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                            const CUmemAllocationProp *prop, unsigned long long flags);
-EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                    cuuint64_t flags, int *symbolStatus);
-EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
-EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory);
-EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory);
-EXPORT void *dlsym(void *handle, const char *symbol);
-
 /* ---- the table of variants ---- */
 
-/* Every driver function we wrap or call, one row per exported variant. */
+/*
+ * Every driver function we wrap or call (declared in driver_abi.h), one
+ * row per exported variant.  The wrappers, like our dlsym, are exported
+ * where they are defined below.
+ */
 enum variant {
     V_TOTALMEM_V2,
     V_TOTALMEM,
@@ -388,29 +311,8 @@ static void *take_over(enum variant v, void *p)
     return variants[v].hook;
 }
 
-#define REAL(v, type) ((type)resolve(v))
-
-typedef CUresult (*totalmem_v2_fn)(size_t *, CUdevice);
-typedef CUresult (*totalmem_fn)(unsigned int *, CUdevice);
-typedef CUresult (*getinfo_v2_fn)(size_t *, size_t *);
-typedef CUresult (*getinfo_fn)(unsigned int *, unsigned int *);
-typedef CUresult (*alloc_v2_fn)(CUdeviceptr *, size_t);
-typedef CUresult (*alloc_fn)(unsigned int *, unsigned int);
-typedef CUresult (*pitch_v2_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
-typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
-typedef CUresult (*pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                              unsigned long long);
-typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t, int *);
-typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t);
-typedef nvmlReturn_t (*nvml_mem_fn)(nvmlDevice_t, nvmlMemory_t *);
-typedef nvmlReturn_t (*nvml_mem_v2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
-typedef CUresult (*ctx_get_device_fn)(CUdevice *);
-typedef CUresult (*primary_state_fn)(CUdevice, unsigned int *, int *);
-typedef CUresult (*primary_retain_fn)(CUcontext *, CUdevice);
-typedef CUresult (*primary_release_fn)(CUdevice);
-typedef CUresult (*ctx_push_fn)(CUcontext);
-typedef CUresult (*ctx_pop_fn)(CUcontext *);
+/* The real function of variant v, as a pointer to driver function f. */
+#define REAL(v, f) ((PFN(f))resolve(v))
 
 /* ---- the emulated view ---- */
 
@@ -432,7 +334,7 @@ static int shrink(uint64_t real_total, uint64_t real_free, uint64_t *total, uint
 /* The device of the current context; -1 if there is none. */
 static CUdevice current_device(void)
 {
-    ctx_get_device_fn get = REAL(V_CTX_GET_DEVICE, ctx_get_device_fn);
+    PFN(cuCtxGetDevice) get = REAL(V_CTX_GET_DEVICE, cuCtxGetDevice);
     CUdevice d;
     return get && get(&d) == CUDA_SUCCESS ? d : -1;
 }
@@ -445,18 +347,19 @@ static CUdevice current_device(void)
  */
 static int real_free(CUdevice dev, uint64_t *free)
 {
-    getinfo_v2_fn info = REAL(V_GETINFO_V2, getinfo_v2_fn);
+    PFN(cuMemGetInfo_v2) info = REAL(V_GETINFO_V2, cuMemGetInfo_v2);
     if (!info)
         return -1;
     size_t f, t;
     if (current_device() == dev)
         return info(&f, &t) == CUDA_SUCCESS ? (*free = f, 0) : -1;
 
-    primary_state_fn state = REAL(V_PRIMARY_STATE, primary_state_fn);
-    primary_retain_fn retain = REAL(V_PRIMARY_RETAIN, primary_retain_fn);
-    primary_release_fn release = REAL(V_PRIMARY_RELEASE, primary_release_fn);
-    ctx_push_fn push = REAL(V_CTX_PUSH, ctx_push_fn);
-    ctx_pop_fn pop = REAL(V_CTX_POP, ctx_pop_fn);
+    PFN(cuDevicePrimaryCtxGetState) state = REAL(V_PRIMARY_STATE, cuDevicePrimaryCtxGetState);
+    PFN(cuDevicePrimaryCtxRetain) retain = REAL(V_PRIMARY_RETAIN, cuDevicePrimaryCtxRetain);
+    PFN(cuDevicePrimaryCtxRelease_v2) release =
+        REAL(V_PRIMARY_RELEASE, cuDevicePrimaryCtxRelease_v2);
+    PFN(cuCtxPushCurrent_v2) push = REAL(V_CTX_PUSH, cuCtxPushCurrent_v2);
+    PFN(cuCtxPopCurrent_v2) pop = REAL(V_CTX_POP, cuCtxPopCurrent_v2);
     unsigned int flags;
     int active = 0;
     CUcontext ctx, popped;
@@ -489,7 +392,7 @@ static CUresult admit(const char *call, CUdevice dev, uint64_t bytes)
         return CUDA_SUCCESS;
     if (dev < 0 && (dev = current_device()) < 0)
         return CUDA_SUCCESS;
-    totalmem_v2_fn totalmem = REAL(V_TOTALMEM_V2, totalmem_v2_fn);
+    PFN(cuDeviceTotalMem_v2) totalmem = REAL(V_TOTALMEM_V2, cuDeviceTotalMem_v2);
     size_t t;
     uint64_t f, total, free;
     if (!totalmem || totalmem(&t, dev) != CUDA_SUCCESS || real_free(dev, &f) != 0 ||
@@ -510,7 +413,7 @@ static CUresult admit(const char *call, CUdevice dev, uint64_t bytes)
 
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
-    totalmem_v2_fn real = REAL(V_TOTALMEM_V2, totalmem_v2_fn);
+    PFN(cuDeviceTotalMem_v2) real = REAL(V_TOTALMEM_V2, cuDeviceTotalMem_v2);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = real(bytes, dev);
@@ -524,7 +427,7 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 
 EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
-    totalmem_fn real = REAL(V_TOTALMEM, totalmem_fn);
+    PFN(cuDeviceTotalMem) real = REAL(V_TOTALMEM, cuDeviceTotalMem);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = real(bytes, dev);
@@ -536,7 +439,7 @@ EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 
 EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 {
-    getinfo_v2_fn real = REAL(V_GETINFO_V2, getinfo_v2_fn);
+    PFN(cuMemGetInfo_v2) real = REAL(V_GETINFO_V2, cuMemGetInfo_v2);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = real(free, total);
@@ -551,7 +454,7 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
 
 EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
 {
-    getinfo_fn real = REAL(V_GETINFO, getinfo_fn);
+    PFN(cuMemGetInfo) real = REAL(V_GETINFO, cuMemGetInfo);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = real(free, total);
@@ -568,7 +471,7 @@ EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    alloc_v2_fn real = REAL(V_ALLOC_V2, alloc_v2_fn);
+    PFN(cuMemAlloc_v2) real = REAL(V_ALLOC_V2, cuMemAlloc_v2);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = admit("cuMemAlloc_v2", -1, bytesize);
@@ -577,7 +480,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 EXPORT CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
 {
-    alloc_fn real = REAL(V_ALLOC, alloc_fn);
+    PFN(cuMemAlloc) real = REAL(V_ALLOC, cuMemAlloc);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = admit("cuMemAlloc", -1, bytesize);
@@ -587,7 +490,7 @@ EXPORT CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
                                    unsigned int elemsize)
 {
-    pitch_v2_fn real = REAL(V_PITCH_V2, pitch_v2_fn);
+    PFN(cuMemAllocPitch_v2) real = REAL(V_PITCH_V2, cuMemAllocPitch_v2);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     uint64_t bytes = height && width > UINT64_MAX / height ? UINT64_MAX : (uint64_t)width * height;
@@ -597,7 +500,7 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
 
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
-    async_fn real = REAL(V_ASYNC, async_fn);
+    PFN(cuMemAllocAsync) real = REAL(V_ASYNC, cuMemAllocAsync);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = admit("cuMemAllocAsync", -1, bytesize);
@@ -606,7 +509,7 @@ EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream str
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
-    async_fn real = REAL(V_ASYNC_PTSZ, async_fn);
+    PFN(cuMemAllocAsync_ptsz) real = REAL(V_ASYNC_PTSZ, cuMemAllocAsync_ptsz);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = admit("cuMemAllocAsync_ptsz", -1, bytesize);
@@ -616,7 +519,7 @@ EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstrea
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                         CUstream stream)
 {
-    pool_fn real = REAL(V_POOL, pool_fn);
+    PFN(cuMemAllocFromPoolAsync) real = REAL(V_POOL, cuMemAllocFromPoolAsync);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = admit("cuMemAllocFromPoolAsync", -1, bytesize);
@@ -626,7 +529,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUme
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                              CUstream stream)
 {
-    pool_fn real = REAL(V_POOL_PTSZ, pool_fn);
+    PFN(cuMemAllocFromPoolAsync_ptsz) real = REAL(V_POOL_PTSZ, cuMemAllocFromPoolAsync_ptsz);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = admit("cuMemAllocFromPoolAsync_ptsz", -1, bytesize);
@@ -637,7 +540,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags)
 {
-    create_fn real = REAL(V_CREATE, create_fn);
+    PFN(cuMemCreate) real = REAL(V_CREATE, cuMemCreate);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = CUDA_SUCCESS;
@@ -681,7 +584,7 @@ static void *hand_out(const char *symbol, void *got, int version, cuuint64_t fla
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                                     cuuint64_t flags, int *symbolStatus)
 {
-    gpa_v2_fn real = REAL(V_GPA_V2, gpa_v2_fn);
+    PFN(cuGetProcAddress_v2) real = REAL(V_GPA_V2, cuGetProcAddress_v2);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = real(symbol, pfn, cudaVersion, flags, symbolStatus);
@@ -692,7 +595,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVers
 
 EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
-    gpa_fn real = REAL(V_GPA, gpa_fn);
+    PFN(cuGetProcAddress) real = REAL(V_GPA, cuGetProcAddress);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
     CUresult rc = real(symbol, pfn, cudaVersion, flags);
@@ -703,19 +606,29 @@ EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion
 
 /* ---- NVML ---- */
 
+/*
+ * Shrink the total and free of an NVML answer in place, as shrink() does;
+ * returns 0 and leaves them alone when the device stays as it is.
+ */
+static int shrink_nvml(unsigned long long *total, unsigned long long *free)
+{
+    uint64_t t, f;
+    if (!shrink(*total, *free, &t, &f))
+        return 0;
+    log_active(-1, *total);
+    *total = t;
+    *free = f;
+    return 1;
+}
+
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
-    nvml_mem_fn real = REAL(V_NVML_MEM, nvml_mem_fn);
+    PFN(nvmlDeviceGetMemoryInfo) real = REAL(V_NVML_MEM, nvmlDeviceGetMemoryInfo);
     if (!real)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     nvmlReturn_t rc = real(device, memory);
-    uint64_t t, f;
-    if (rc == NVML_SUCCESS && memory && shrink(memory->total, memory->free, &t, &f)) {
-        log_active(-1, memory->total);
-        memory->total = t;
-        memory->free = f;
-        memory->used = t - f;
-    }
+    if (rc == NVML_SUCCESS && memory && shrink_nvml(&memory->total, &memory->free))
+        memory->used = memory->total - memory->free;
     return rc;
 }
 
@@ -725,16 +638,13 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *m
  */
 EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    nvml_mem_v2_fn real = REAL(V_NVML_MEM_V2, nvml_mem_v2_fn);
+    PFN(nvmlDeviceGetMemoryInfo_v2) real = REAL(V_NVML_MEM_V2, nvmlDeviceGetMemoryInfo_v2);
     if (!real)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     nvmlReturn_t rc = real(device, memory);
-    uint64_t t, f;
-    if (rc == NVML_SUCCESS && memory && shrink(memory->total, memory->free, &t, &f)) {
-        log_active(-1, memory->total);
-        memory->total = t;
-        memory->free = f;
-        memory->used = t - f > memory->reserved ? t - f - memory->reserved : 0;
+    if (rc == NVML_SUCCESS && memory && shrink_nvml(&memory->total, &memory->free)) {
+        unsigned long long in_use = memory->total - memory->free;
+        memory->used = in_use > memory->reserved ? in_use - memory->reserved : 0;
     }
     return rc;
 }

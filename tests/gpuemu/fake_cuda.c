@@ -28,50 +28,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct fake_ctx *CUcontext;
-typedef void *CUstream;
-typedef void *CUmemoryPool;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef uint64_t cuuint64_t;
-
-typedef struct {
-    int type;
-    int id;
-} CUmemLocation;
-
-typedef struct {
-    int type;
-    int requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    struct {
-        unsigned char compressionType;
-        unsigned char gpuDirectRDMACapable;
-        unsigned short usage;
-        unsigned char reserved[4];
-    } allocFlags;
-} CUmemAllocationProp;
+#include "driver_abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
-
-enum {
-    CUDA_SUCCESS = 0,
-    CUDA_ERROR_INVALID_VALUE = 1,
-    CUDA_ERROR_OUT_OF_MEMORY = 2,
-    CUDA_ERROR_NOT_INITIALIZED = 3,
-    CUDA_ERROR_INVALID_DEVICE = 101,
-    CUDA_ERROR_INVALID_CONTEXT = 201,
-    CUDA_ERROR_INVALID_HANDLE = 400,
-    CUDA_ERROR_NOT_FOUND = 500,
-};
 
 enum { MAXDEV = 4, MAXALLOC = 1024, MAXDEPTH = 8 };
 #define GRANULE (2ULL << 20)
 
-struct fake_ctx {
+/* A primary context; CUcontext, opaque in cuda.h, points to one. */
+struct CUctx_st {
     int dev;
     int refs;
 };
@@ -79,13 +44,13 @@ struct fake_ctx {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int inited, ndev;
 static uint64_t total[MAXDEV], used[MAXDEV], external[MAXDEV];
-static struct fake_ctx primary[MAXDEV];
+static struct CUctx_st primary[MAXDEV];
 static struct {
     uint64_t size; /* 0: free slot */
     int dev;
 } allocs[MAXALLOC];
 
-static __thread struct fake_ctx *stack[MAXDEPTH];
+static __thread struct CUctx_st *stack[MAXDEPTH];
 static __thread int depth;
 
 /* ---- call counts, by exported name ---- */
@@ -163,7 +128,7 @@ static CUresult check_dev(CUdevice dev)
     return dev >= 0 && dev < ndev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
 }
 
-static struct fake_ctx *current(void)
+static struct CUctx_st *current(void)
 {
     return depth > 0 ? stack[depth - 1] : NULL;
 }
@@ -251,13 +216,14 @@ EXPORT CUresult cuCtxPopCurrent_v2(CUcontext *ctx)
 {
     if (depth == 0)
         return CUDA_ERROR_INVALID_CONTEXT;
-    struct fake_ctx *c = stack[--depth];
+    struct CUctx_st *c = stack[--depth];
     if (ctx)
         *ctx = c;
     return CUDA_SUCCESS;
 }
 
-EXPORT CUresult cuCtxGetDevice(CUdevice *dev)
+/* The current context's device in *dev, or the error the driver gives. */
+static CUresult ctx_dev(CUdevice *dev)
 {
     if (!inited)
         return CUDA_ERROR_NOT_INITIALIZED;
@@ -265,6 +231,11 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *dev)
         return CUDA_ERROR_INVALID_CONTEXT;
     *dev = current()->dev;
     return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *dev)
+{
+    return ctx_dev(dev);
 }
 
 /* ---- memory ---- */
@@ -287,20 +258,9 @@ EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     return rc;
 }
 
-/* The current context's device in *dev, or the error the driver gives. */
-static CUresult ctx_dev(int *dev)
+/* The current device's free and total bytes, uncounted. */
+static CUresult mem_info(uint64_t *free, uint64_t *total_out)
 {
-    if (!inited)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    if (!current())
-        return CUDA_ERROR_INVALID_CONTEXT;
-    *dev = current()->dev;
-    return CUDA_SUCCESS;
-}
-
-EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total_out)
-{
-    count("cuMemGetInfo_v2");
     int dev;
     CUresult rc = ctx_dev(&dev);
     if (rc != CUDA_SUCCESS)
@@ -312,19 +272,28 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total_out)
     return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuMemGetInfo_v2(size_t *free, size_t *total_out)
+{
+    count("cuMemGetInfo_v2");
+    uint64_t f, t;
+    CUresult rc = mem_info(&f, &t);
+    if (rc == CUDA_SUCCESS) {
+        *free = f;
+        *total_out = t;
+    }
+    return rc;
+}
+
 EXPORT CUresult cuMemGetInfo(unsigned int *free, unsigned int *total_out)
 {
     count("cuMemGetInfo");
-    int dev;
-    CUresult rc = ctx_dev(&dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    pthread_mutex_lock(&lock);
-    uint64_t f = used[dev] < total[dev] ? total[dev] - used[dev] : 0;
-    *free = f > UINT_MAX ? UINT_MAX : (unsigned int)f;
-    *total_out = total[dev] > UINT_MAX ? UINT_MAX : (unsigned int)total[dev];
-    pthread_mutex_unlock(&lock);
-    return CUDA_SUCCESS;
+    uint64_t f, t;
+    CUresult rc = mem_info(&f, &t);
+    if (rc == CUDA_SUCCESS) {
+        *free = f > UINT_MAX ? UINT_MAX : (unsigned int)f;
+        *total_out = t > UINT_MAX ? UINT_MAX : (unsigned int)t;
+    }
+    return rc;
 }
 
 /* Take `bytes` on dev; *id is the allocation's slot, from 1. */
@@ -379,17 +348,22 @@ static CUresult alloc_here(CUdeviceptr *dptr, uint64_t bytes)
     return rc;
 }
 
+/* An allocation on the current device by exported variant `name`. */
+static CUresult counted_alloc(const char *name, CUdeviceptr *dptr, uint64_t bytes)
+{
+    count(name);
+    return alloc_here(dptr, bytes);
+}
+
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 {
-    count("cuMemAlloc_v2");
-    return alloc_here(dptr, bytesize);
+    return counted_alloc("cuMemAlloc_v2", dptr, bytesize);
 }
 
 EXPORT CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize)
 {
-    count("cuMemAlloc");
     CUdeviceptr p;
-    CUresult rc = alloc_here(&p, bytesize);
+    CUresult rc = counted_alloc("cuMemAlloc", &p, bytesize);
     if (rc == CUDA_SUCCESS)
         *dptr = (unsigned int)p;
     return rc;
@@ -412,15 +386,13 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
     (void)stream;
-    count("cuMemAllocAsync");
-    return alloc_here(dptr, bytesize);
+    return counted_alloc("cuMemAllocAsync", dptr, bytesize);
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
     (void)stream;
-    count("cuMemAllocAsync_ptsz");
-    return alloc_here(dptr, bytesize);
+    return counted_alloc("cuMemAllocAsync_ptsz", dptr, bytesize);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
@@ -428,8 +400,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUme
 {
     (void)pool;
     (void)stream;
-    count("cuMemAllocFromPoolAsync");
-    return alloc_here(dptr, bytesize);
+    return counted_alloc("cuMemAllocFromPoolAsync", dptr, bytesize);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
@@ -437,8 +408,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
 {
     (void)pool;
     (void)stream;
-    count("cuMemAllocFromPoolAsync_ptsz");
-    return alloc_here(dptr, bytesize);
+    return counted_alloc("cuMemAllocFromPoolAsync_ptsz", dptr, bytesize);
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -452,7 +422,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags)
 {
     count("cuMemCreate");
-    if (!prop || flags || prop->location.type != 1)
+    if (!prop || flags || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = check_dev(prop->location.id);
     if (rc != CUDA_SUCCESS)
@@ -470,11 +440,6 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 }
 
 /* ---- cuGetProcAddress ---- */
-
-EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
-                                    cuuint64_t flags, int *symbolStatus);
-EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
-                                 cuuint64_t flags);
 
 /* The thunks of FAKE_CUDA_GPA_THUNKS: the same work at other addresses. */
 static CUresult thunk_totalmem_v2(size_t *b, CUdevice d) { return cuDeviceTotalMem_v2(b, d); }
@@ -556,7 +521,7 @@ static const struct entry {
 
 static void *lookup(const char *symbol, int version, cuuint64_t flags)
 {
-    int ptsz = (flags & 2) != 0;
+    int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
     const char *t = getenv("FAKE_CUDA_GPA_THUNKS");
     int thunks = t && strcmp(t, "1") == 0;
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
@@ -576,7 +541,7 @@ EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVers
         return CUDA_ERROR_INVALID_VALUE;
     *pfn = lookup(symbol, cudaVersion, flags);
     if (symbolStatus)
-        *symbolStatus = *pfn ? 0 : 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+        *symbolStatus = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return *pfn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 

@@ -9,37 +9,15 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "driver_abi.h"
+
 #define EXPORT __attribute__((visibility("default")))
-
-typedef int nvmlReturn_t;
-typedef struct fake_nvml_dev *nvmlDevice_t;
-
-enum {
-    NVML_SUCCESS = 0,
-    NVML_ERROR_UNINITIALIZED = 1,
-    NVML_ERROR_INVALID_ARGUMENT = 2,
-    NVML_ERROR_ARGUMENT_VERSION_MISMATCH = 25,
-};
-
-typedef struct {
-    unsigned long long total;
-    unsigned long long free;
-    unsigned long long used;
-} nvmlMemory_t;
-
-typedef struct {
-    unsigned int version;
-    unsigned long long total;
-    unsigned long long reserved;
-    unsigned long long free;
-    unsigned long long used;
-} nvmlMemory_v2_t;
-#define nvmlMemory_v2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
 
 #define RESERVED (32ULL << 20)
 enum { MAXDEV = 4 };
 
-static struct fake_nvml_dev {
+/* A device; nvmlDevice_t, opaque in nvml.h, points to one. */
+static struct nvmlDevice_st {
     uint64_t total, used;
 } devs[MAXDEV];
 static int ndev, inited;
@@ -90,7 +68,7 @@ EXPORT void fake_nvml_set_used(unsigned int index, unsigned long long bytes)
         devs[index].used = bytes;
 }
 
-static uint64_t free_of(const struct fake_nvml_dev *d)
+static uint64_t free_of(const struct nvmlDevice_st *d)
 {
     return d->total > RESERVED + d->used ? d->total - RESERVED - d->used : 0;
 }

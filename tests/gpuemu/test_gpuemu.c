@@ -30,78 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext;
-typedef void *CUstream;
-typedef void *CUmemoryPool;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef unsigned long long cuuint64_t;
-
-typedef struct {
-    int type;
-    int id;
-} CUmemLocation;
-
-typedef struct {
-    int type;
-    int requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    struct {
-        unsigned char compressionType;
-        unsigned char gpuDirectRDMACapable;
-        unsigned short usage;
-        unsigned char reserved[4];
-    } allocFlags;
-} CUmemAllocationProp;
-
-typedef void *nvmlDevice_t;
-typedef struct {
-    unsigned long long total, free, used;
-} nvmlMemory_t;
-typedef struct {
-    unsigned int version;
-    unsigned long long total, reserved, free, used;
-} nvmlMemory_v2_t;
-#define nvmlMemory_v2 ((unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24)))
-
-typedef CUresult (*totalmem_fn)(size_t *, CUdevice);
-typedef CUresult (*totalmem_v1_fn)(unsigned int *, CUdevice);
-typedef CUresult (*getinfo_fn)(size_t *, size_t *);
-typedef CUresult (*getinfo_v1_fn)(unsigned int *, unsigned int *);
-typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
-typedef CUresult (*alloc_v1_fn)(unsigned int *, unsigned int);
-typedef CUresult (*pitch_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
-typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
-typedef CUresult (*pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                              unsigned long long);
-typedef CUresult (*gpa_fn)(const char *, void **, int, cuuint64_t);
-typedef CUresult (*gpa_v2_fn)(const char *, void **, int, cuuint64_t, int *);
-typedef int (*nvml_init_fn)(void);
-typedef int (*nvml_handle_fn)(unsigned int, nvmlDevice_t *);
-typedef int (*nvml_mem_fn)(nvmlDevice_t, nvmlMemory_t *);
-typedef int (*nvml_mem_v2_fn)(nvmlDevice_t, nvmlMemory_v2_t *);
-
-#ifdef GPUEMU_TEST_LINKED
-CUresult cuInit(unsigned int);
-CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
-CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
-CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-CUresult cuMemCreate(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                     unsigned long long);
-int nvmlInit_v2(void);
-int nvmlDeviceGetHandleByIndex_v2(unsigned int, nvmlDevice_t *);
-int nvmlDeviceGetMemoryInfo(nvmlDevice_t, nvmlMemory_t *);
-int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t, nvmlMemory_v2_t *);
-#endif
+#include "driver_abi.h"
 
 #define GRANULE (2ULL << 20)
 #define MIB (1ULL << 20)
@@ -174,8 +103,8 @@ static long (*fake_calls)(const char *);
 static unsigned long long (*fake_used)(int);
 static void (*fake_external_use)(int, unsigned long long);
 static void (*fake_nvml_set_used)(unsigned int, unsigned long long);
-static CUresult (*mem_free)(CUdeviceptr);
-static CUresult (*mem_release)(CUmemGenericAllocationHandle);
+static PFN(cuMemFree_v2) mem_free;
+static PFN(cuMemRelease) mem_release;
 
 static void *need(void *h, const char *name)
 {
@@ -184,11 +113,14 @@ static void *need(void *h, const char *name)
     return p;
 }
 
-#define NEED(fp, h, name)                                                                          \
+/* Store the function address p (a void *, as dlsym answers) in fp. */
+#define SET_FN(fp, p)                                                                              \
     do {                                                                                           \
-        void *p_ = need((h), (name));                                                              \
+        void *p_ = (p);                                                                            \
         memcpy(&(fp), &p_, sizeof p_);                                                             \
     } while (0)
+
+#define NEED(fp, h, name) SET_FN(fp, need((h), (name)))
 
 /*
  * Whether p is a function of the library whose file name holds `lib`.
@@ -213,13 +145,13 @@ struct api {
     const char *path;
     const char *owner; /* which library its functions must live in, if known */
     int ptsz;          /* async and pool are the _ptsz variants */
-    totalmem_fn totalmem;
-    getinfo_fn getinfo;
-    alloc_fn alloc;
-    pitch_fn pitch;
-    async_fn async;
-    pool_fn pool;
-    create_fn create;
+    PFN(cuDeviceTotalMem_v2) totalmem;
+    PFN(cuMemGetInfo_v2) getinfo;
+    PFN(cuMemAlloc_v2) alloc;
+    PFN(cuMemAllocPitch_v2) pitch;
+    PFN(cuMemAllocAsync) async;
+    PFN(cuMemAllocFromPoolAsync) pool;
+    PFN(cuMemCreate) create;
 };
 
 static const char *variant_name(const struct api *a, enum kind k)
@@ -260,8 +192,8 @@ static CUresult do_alloc(const struct api *a, enum kind k, int dev, uint64_t n,
     default: {
         CUmemAllocationProp prop;
         memset(&prop, 0, sizeof prop);
-        prop.type = 1; /* CU_MEM_ALLOCATION_TYPE_PINNED */
-        prop.location.type = 1;
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = dev;
         CUmemGenericAllocationHandle h = 0;
         rc = a->create(&h, n, &prop, 0);
@@ -280,8 +212,8 @@ static void do_free(enum kind k, unsigned long long h)
 
 /*
  * Allocate n bytes on dev with kind k and check the answer: refused with
- * 2 by the emulation (the fake never called) when it does not fit the
- * emulated free memory, else whatever the fake says.  Keeps the memory
+ * CUDA_ERROR_OUT_OF_MEMORY by the emulation (the fake never called) when
+ * it does not fit the emulated free memory, else whatever the fake says.  Keeps the memory
  * in *kept if asked, else frees it.
  */
 static CUresult try_alloc(const struct api *a, enum kind k, int dev, uint64_t n,
@@ -289,7 +221,7 @@ static CUresult try_alloc(const struct api *a, enum kind k, int dev, uint64_t n,
 {
     const char *name = variant_name(a, k);
     uint64_t room = want_free(dev, fake_used(dev));
-    CUresult want = round_up(n) <= room ? 0 : 2;
+    CUresult want = round_up(n) <= room ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     long before = fake_calls(name);
     unsigned long long h;
     CUresult rc = do_alloc(a, k, dev, n, &h);
@@ -389,8 +321,8 @@ static struct api api_dlsym(const char *p, void *h, int ptsz)
 
 /* One cuGetProcAddress, v1 or v2, asked with a version and flags. */
 struct gpa {
-    gpa_fn v1;
-    gpa_v2_fn v2;
+    PFN(cuGetProcAddress) v1;
+    PFN(cuGetProcAddress_v2) v2;
     int version;
     unsigned long long flags;
 };
@@ -402,8 +334,9 @@ static void *gpa_get(const struct gpa *g, const char *base)
     if (g->v2) {
         int status = -1;
         rc = g->v2(base, &p, g->version, g->flags, &status);
-        CHECK(rc == 0 && status == 0 && p, "cuGetProcAddress_v2('%s', %d, %llu): %d, status %d",
-              base, g->version, g->flags, rc, status);
+        CHECK(rc == 0 && status == CU_GET_PROC_ADDRESS_SUCCESS && p,
+              "cuGetProcAddress_v2('%s', %d, %llu): %d, status %d", base, g->version, g->flags, rc,
+              status);
     } else {
         rc = g->v1(base, &p, g->version, g->flags);
         CHECK(rc == 0 && p, "cuGetProcAddress('%s', %d, %llu): %d", base, g->version, g->flags, rc);
@@ -411,16 +344,12 @@ static void *gpa_get(const struct gpa *g, const char *base)
     return p;
 }
 
-#define GPA(fp, g, base)                                                                           \
-    do {                                                                                           \
-        void *p_ = gpa_get((g), (base));                                                           \
-        memcpy(&(fp), &p_, sizeof p_);                                                             \
-    } while (0)
+#define GPA(fp, g, base) SET_FN(fp, gpa_get((g), (base)))
 
 static struct api api_gpa(const char *p, const struct gpa *g)
 {
-    struct api a = { p, wrapped_owner(), (g->flags & 2) != 0, NULL, NULL, NULL, NULL, NULL, NULL,
-                     NULL };
+    int ptsz = (g->flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    struct api a = { p, wrapped_owner(), ptsz, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
     GPA(a.totalmem, g, "cuDeviceTotalMem");
     GPA(a.getinfo, g, "cuMemGetInfo");
     GPA(a.alloc, g, "cuMemAlloc");
@@ -429,6 +358,13 @@ static struct api api_gpa(const char *p, const struct gpa *g)
     GPA(a.pool, g, "cuMemAllocFromPoolAsync");
     GPA(a.create, g, "cuMemCreate");
     return a;
+}
+
+/* Run the common path on the functions cuGetProcAddress answers. */
+static void run_gpa(const char *p, const struct gpa *g)
+{
+    struct api a = api_gpa(p, g);
+    run_api(&a);
 }
 
 #ifdef GPUEMU_TEST_LINKED
@@ -448,9 +384,9 @@ static struct api api_direct(const char *p, int ptsz)
 /* cuGetProcAddress asked for a version before 3.2: the 32-bit v1 calls. */
 static void run_v1_calls(const struct gpa *g)
 {
-    totalmem_v1_fn totalmem;
-    getinfo_v1_fn getinfo;
-    alloc_v1_fn alloc;
+    PFN(cuDeviceTotalMem) totalmem;
+    PFN(cuMemGetInfo) getinfo;
+    PFN(cuMemAlloc) alloc;
     struct gpa old = *g;
     old.version = 3000;
     GPA(totalmem, &old, "cuDeviceTotalMem");
@@ -474,7 +410,8 @@ static void run_v1_calls(const struct gpa *g)
     long before = fake_calls("cuMemAlloc");
     unsigned int p;
     CUresult rc = alloc(&p, (unsigned int)(cap + 1));
-    CHECK_EQ("cuMemAlloc just above the cap", rc, shrunk(0) ? 2 : 0);
+    CHECK_EQ("cuMemAlloc just above the cap", rc,
+             shrunk(0) ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS);
     CHECK_EQ("calls of the fake's cuMemAlloc", fake_calls("cuMemAlloc"), before + !shrunk(0));
     if (rc == 0)
         do_free(K_ALLOC, p);
@@ -512,8 +449,9 @@ static void run_other_devices(const struct api *a)
     printf("ok: %s\n", path);
 }
 
-static void run_nvml(const char *p, const char *owner, nvml_mem_fn mem, nvml_mem_v2_fn mem2,
-                     nvml_handle_fn handle)
+static void run_nvml(const char *p, const char *owner, PFN(nvmlDeviceGetMemoryInfo) mem,
+                     PFN(nvmlDeviceGetMemoryInfo_v2) mem2,
+                     PFN(nvmlDeviceGetHandleByIndex_v2) handle)
 {
     path = p;
     if (owner) {
@@ -605,9 +543,9 @@ int main(int argc, char **argv)
     NEED(fake_nvml_set_used, hnvml, "fake_nvml_set_used");
     NEED(mem_free, hcuda, "cuMemFree_v2");
     NEED(mem_release, hcuda, "cuMemRelease");
-    CUresult (*init)(unsigned int);
-    CUresult (*retain)(CUcontext *, CUdevice);
-    CUresult (*set_current)(CUcontext);
+    PFN(cuInit) init;
+    PFN(cuDevicePrimaryCtxRetain) retain;
+    PFN(cuCtxSetCurrent) set_current;
     NEED(init, hcuda, "cuInit");
     NEED(retain, hcuda, "cuDevicePrimaryCtxRetain");
     NEED(set_current, hcuda, "cuCtxSetCurrent");
@@ -637,19 +575,16 @@ int main(int argc, char **argv)
     struct gpa g1 = { NULL, NULL, 12000, 0 };
     NEED(g1.v1, hcuda, "cuGetProcAddress");
     check_owner("cuGetProcAddress", (void *)g1.v1, wrapped_owner());
-    a = api_gpa("cuGetProcAddress", &g1);
-    run_api(&a);
+    run_gpa("cuGetProcAddress", &g1);
     path = "cuGetProcAddress, version 3000";
     run_v1_calls(&g1);
 
     struct gpa g2 = { NULL, NULL, 12080, 0 };
     NEED(g2.v2, hcuda, "cuGetProcAddress_v2");
     check_owner("cuGetProcAddress_v2", (void *)g2.v2, wrapped_owner());
-    a = api_gpa("cuGetProcAddress_v2", &g2);
-    run_api(&a);
-    g2.flags = 2; /* CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM */
-    a = api_gpa("cuGetProcAddress_v2, per-thread stream", &g2);
-    run_api(&a);
+    run_gpa("cuGetProcAddress_v2", &g2);
+    g2.flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    run_gpa("cuGetProcAddress_v2, per-thread stream", &g2);
 
     /* CUDA 13's runtime: cuGetProcAddress_v2 by dlsym, itself through it. */
     path = "CUDA 13 runtime";
@@ -657,22 +592,19 @@ int main(int argc, char **argv)
     NEED(g13.v2, hcuda, "cuGetProcAddress_v2");
     GPA(g13.v2, &g13, "cuGetProcAddress");
     check_owner("cuGetProcAddress through itself", (void *)g13.v2, wrapped_owner());
-    a = api_gpa("CUDA 13 runtime: all through cuGetProcAddress_v2", &g13);
-    run_api(&a);
-    g13.flags = 2;
-    a = api_gpa("CUDA 13 runtime, per-thread stream", &g13);
-    run_api(&a);
+    run_gpa("CUDA 13 runtime: all through cuGetProcAddress_v2", &g13);
+    g13.flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    run_gpa("CUDA 13 runtime, per-thread stream", &g13);
     path = "cuGetProcAddress v1 through cuGetProcAddress_v2";
     struct gpa g11 = { NULL, g13.v2, 11080, 0 }, old = { NULL, NULL, 11080, 0 };
     GPA(old.v1, &g11, "cuGetProcAddress");
     check_owner("cuGetProcAddress for CUDA 11", (void *)old.v1, wrapped_owner());
-    a = api_gpa("cuGetProcAddress for CUDA 11, through cuGetProcAddress_v2", &old);
-    run_api(&a);
+    run_gpa("cuGetProcAddress for CUDA 11, through cuGetProcAddress_v2", &old);
 
-    nvml_init_fn nvml_init;
-    nvml_handle_fn handle;
-    nvml_mem_fn mem;
-    nvml_mem_v2_fn mem2;
+    PFN(nvmlInit_v2) nvml_init;
+    PFN(nvmlDeviceGetHandleByIndex_v2) handle;
+    PFN(nvmlDeviceGetMemoryInfo) mem;
+    PFN(nvmlDeviceGetMemoryInfo_v2) mem2;
     NEED(nvml_init, hnvml, "nvmlInit_v2");
     NEED(handle, hnvml, "nvmlDeviceGetHandleByIndex_v2");
     CHECK(nvml_init() == 0, "nvmlInit_v2 failed");

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Install what autobatch needs (Debian packages, only when missing) and
 # build it.  Used by the README's two commands and by .ci/run.
 #   bash .ci/setup.sh BUILD_DIR [extra cmake args...]

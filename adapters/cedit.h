@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cedit: what the two format-preserving config editors (yedit for YAML,
  * jedit for JSON and JSON with comments) have in common: status codes and

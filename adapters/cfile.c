@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cfile: format dispatch and bookkeeping around the two editors (see
  * cfile.h).  The editors never see a path; this file never parses.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cfile: a user's config file in memory, edited with the editor its
  * format needs (yedit for YAML, jedit for JSON and JSON with comments).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inject: the ways of handing a candidate to a job (see inject.h): flags,
  * Hydra overrides, environment variables, and patched config copies.

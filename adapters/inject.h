@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inject: turn one candidate into the argv, environment and temporary
  * config copies of a trial, the way a preset says (see preset.h).

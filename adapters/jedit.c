@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jedit: the format-preserving JSON editor (see jedit.h for the contract).
  *

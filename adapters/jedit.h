@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jedit: read and change one value of a JSON document, byte-exactly.
  * Strict JSON, and the JSON-with-comments dialect found in training

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * preset: loading preset files with libyaml's document API, and --knob
  * overrides (see preset.h).  The built-in presets are the files in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * preset: where a framework keeps each knob, as data.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * yedit: read and change one scalar of a YAML document without touching
  * any other byte.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * yedit: read and change one scalar of a YAML document, byte-exactly.
  * See cedit.h for the shared rules (status codes, how values are spelled,

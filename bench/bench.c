@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench: how many trials, how much GPU time, and how good an answer each
  * micro-batch search needs on simulated memory curves.

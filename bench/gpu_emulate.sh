@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # --emulate-gpu-memory on a real GPU: the same PyTorch job's boundary on an
 # emulated SIZE card, by the preload library and by the probe's memory
 # fraction, against the boundary on the real card with all but SIZE held

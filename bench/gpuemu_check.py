@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The preload library on a real GPU, without autobatch: run as
     AUTOBATCH_EMULATE_GPU_MEMORY=$((16<<30)) LD_PRELOAD=build/probes/gpuemu/libautobatch-gpuemu.so \
       python3 bench/gpuemu_check.py

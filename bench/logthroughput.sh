@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Log throughput: how fast autobatch reads a trial's output (bench/README.md).
 #
 #   bash bench/logthroughput.sh          build, write the log, print the table

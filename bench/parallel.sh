@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Trials side by side: rounds, trials and wall time of the boundary search
 # on N = 1, 2, 4 simulated GPUs (simtrain, 1:RANGE, START s start-up per
 # trial), locally with --gpus and, with --slurm, on the test cluster

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The in-process probe's cost per optimizer step, measured side by side.
 
 Runs the same tiny training loop (a 2-layer MLP, AdamW, a DataLoader) in

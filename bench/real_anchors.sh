@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Real anchors bench: autobatch against the batch-size finders people use,
 # run for real, side by side, on real CPU PyTorch jobs under a memory cap
 # (bench/README.md's search bench re-implements these finders; this one

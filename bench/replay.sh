@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Replay bench: autobatch's search with and without --replay on real CPU
 # training jobs, under --trial-memory-limit (bench/README.md, "Replay bench").
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build the search bench and print its table (bench/README.md).
 #
 #   bash bench/run.sh             the summary table

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # What autobatch's runner costs: its own CPU while a trial runs, against
 # the host's process count, and its start-up.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The demo: build autobatch, then let it find the largest micro-batch of
 # the bundled simulated trainer (examples/simtrain), a stand-in for a
 # Hugging Face job on a 24 GiB GPU that runs out of memory at realistic

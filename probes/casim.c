@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * casim: a simulation of PyTorch's CUDA caching allocator (see casim.h).
  *

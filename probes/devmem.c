@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * devmem: holding device memory back, and the allocator replay on real
  * segments (see devmem.h).  The CUDA driver binding is devmem_cuda.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * devmem: real device memory for the allocator replay, and memory held
  * back so that a large card stands in for a smaller one.

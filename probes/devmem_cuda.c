@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * devmem_cuda: the CUDA driver as a devmem device (see devmem.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inproc: writing the in-process probe where trials find it, and reading
  * what it reports (see inproc.h).  The probe's Python source is compiled

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * inproc: the C side of the in-process probe (probes/python/).
  *

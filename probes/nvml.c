@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * nvml: per-trial GPU memory from libnvidia-ml, loaded with dlopen.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * nvml: per-trial GPU memory, read from NVIDIA's management library.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * oom: recognise out-of-memory reports in a trial's output.
  *

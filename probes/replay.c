@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * replay: the trace reader, the per-allocation fit and the replays
  * (see replay.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * replay: predict the memory a training step needs at any micro-batch
  * from the allocation traces of two or three small trials.

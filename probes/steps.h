@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * steps: recognise training progress in a trial's output.
  *

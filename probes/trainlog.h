@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * trainlog: tell a trial's training steps from everything else it prints.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Every test: build with AddressSanitizer and UBSan, then run the unit and
 # end-to-end tests with ctest.  Installs what is missing first: the
 # Debian packages (.ci/setup.sh), python3-venv, Slurm and munge for the

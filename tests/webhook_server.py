@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A scripted webhook receiver for tests/unit/test_webhook.c.
 
 Usage: webhook_server.py LOG.jsonl [--time-limit SECONDS] [--exit-on-stdin-eof]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * afile: the temp-file-fsync-rename dance behind every file autobatch
  * writes, the results file and users' configs alike; the write-through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * afile: write a file autobatch produces or edits, without ever leaving
  * it half-written, and without replacing what is not a file.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * baseline: compare a run with an earlier results file and store what
  * changed (see baseline.h for the rules and the stored object).

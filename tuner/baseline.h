@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * baseline: the regression gate.  A run's results are compared with an
  * earlier results file for the same command (--baseline FILE), and what

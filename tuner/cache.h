@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache: the warm start.  After a successful run the boundary of each
  * cell (largest fit, smallest failure) is kept under

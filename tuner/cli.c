@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli: option table, handlers per kind, help text, and the checks that a
  * command can run at all (see cli.h).  Everything here is about talking to
@@ -12,6 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+#include <yaml.h>
+
+#include "revision.h"
 #include "units.h"
 
 enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
@@ -390,7 +395,9 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
         fputs(cli_usage, stdout);
         return CLI_DONE;
     case O_VERSION:
-        printf("autobatch %s\n", AUTOBATCH_VERSION);
+        printf("autobatch %s (%s)\nlibyaml %s, jansson %s; libcurl is loaded when a webhook "
+               "is used\n", AUTOBATCH_VERSION, AUTOBATCH_REVISION, yaml_get_version_string(),
+               jansson_version_str());
         return CLI_DONE;
     }
     return CLI_RUN;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * errbuf: filling an error buffer (see errbuf.h).
  */

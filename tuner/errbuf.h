@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * errbuf: the one way library modules fill their caller's error buffer.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * gpu: per-trial GPU memory peaks and the settle-before-next-trial wait
  * (see gpu.h), on top of probes/nvml.

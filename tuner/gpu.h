@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * gpu: the controller's view of GPU memory during trials, on top of the
  * NVML probe (probes/nvml.h).

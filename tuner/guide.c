@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * guide: recording trials, predictions and their confirmation, per cell
  * (see guide.h).

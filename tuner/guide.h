@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * guide: the replay probe in the search (--replay).
  *

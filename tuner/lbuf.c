@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lbuf: line splitting with a memory cap (see lbuf.h for the contract).
  *

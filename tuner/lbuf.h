@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * lbuf: split a byte stream into lines, with a cap on memory.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leftovers: sweeping up after runs that were killed (see leftovers.h).
  */

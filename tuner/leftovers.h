@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * leftovers: find and remove what an earlier autobatch run left behind
  * when it was killed (SIGKILL, a power cut) before it could clean up.

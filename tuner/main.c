@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * main: the controller.  Parse the plan, check everything that can be
  * checked before the first trial, then loop: ask the search for a
@@ -1036,8 +1037,9 @@ static int ab_emulate_lib(char *out, size_t len)
         return -1;
     exe[n] = '\0';
     char *dir = dirname(exe);
+    /* the build tree, beside the binary, and where cmake --install puts it */
     const char *where[] = { "probes/gpuemu/libautobatch-gpuemu.so", "libautobatch-gpuemu.so",
-                            "../lib/autobatch/libautobatch-gpuemu.so" };
+                            AB_GPUEMU_INSTALLED };
     for (size_t i = 0; i < sizeof where / sizeof *where; i++) {
         snprintf(out, len, "%s/%s", dir, where[i]);
         if (!access(out, R_OK))

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * matrix: several machines' results for one command as one table (see
  * matrix.h).  The union of cells is collected first, sorted, then every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * matrix: the results of one command on several machines, merged into
  * one table (`autobatch matrix R1.json R2.json ...`).

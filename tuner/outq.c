@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * outq: bounded, non-blocking output for stdout and stderr (see outq.h).
  */

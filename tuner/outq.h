@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * outq: autobatch's own output never blocks the supervision loop.
  *

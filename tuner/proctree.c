@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * proctree: the /proc scan and the reaping loop behind trial teardown
  * (see proctree.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * proctree: find and signal every process below us.
  *

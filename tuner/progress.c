@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * progress: live trial lines on a terminal, plain lines elsewhere (see
  * progress.h).  All writes go to stderr through stdio, flushed at once so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * report: Markdown, JUnit and HTML renderings of a results document (see
  * report.h for what each holds).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * report: the results file (DESIGN.md 2.5) rendered for people and for
  * CI: Markdown, JUnit XML and one self-contained HTML page.

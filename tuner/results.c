@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * results: the run's findings and their JSON rendering (see results.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * results: everything a run found, and the results file of DESIGN.md 2.5.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * search: model jumps, ramp and bisection on a grid of micro-batch sizes
  * (see search.h).

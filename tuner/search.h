@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * search: find the largest micro-batch that fits, on a grid of sizes,
  * with as few trials as the evidence allows.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sha256: SHA-256 from FIPS 180-4 section 6.2 and HMAC from RFC 2104.
  * See sha256.h.  The message schedule and compression follow the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sha256: SHA-256 (FIPS 180-4) and HMAC-SHA256 (RFC 2104), written from
  * the definitions so that signing webhooks needs no crypto library (the

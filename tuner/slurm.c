@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * slurm: job steps' sweep, job arrays from a login node, and the
  * follower that makes a remote array task look like a local process

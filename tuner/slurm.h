@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * slurm: trials on a Slurm cluster, the two ways Slurm users run work.
  *

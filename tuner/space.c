@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * space: cells, their order, and what one cell's trials tell the others
  * (see space.h).

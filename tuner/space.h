@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * space: the search space micro-batch x gradient accumulation x
  * activation checkpointing, and the order in which its cells are tried.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * strvec: NULL-terminated string arrays (see strvec.h).  Every entry point
  * ends in strvec_put(), which takes ownership of one malloc'd string.

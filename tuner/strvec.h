@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * strvec: a growable, NULL-terminated array of owned strings, the shape
  * execvpe() wants for argv and envp.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * subcmd: config, report, matrix, notify and predict, and the end-of-run outputs
  * (see subcmd.h).

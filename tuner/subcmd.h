@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * subcmd: the subcommands beside tuning (config, report, matrix, notify)
  * and the outputs a tuning run ends with (reports, the GitHub step

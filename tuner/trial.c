@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * trial: the supervised run of one candidate (see trial.h for the life
  * cycle).  One loop does everything: reap, decide, escalate, poll, read.

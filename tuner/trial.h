@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * trial: run one candidate configuration of the user's command, watch it,
  * and take its whole process tree down again.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * udiff: Myers' diff on lines and the unified format around it (see
  * udiff.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * udiff: a unified diff of two texts, as `diff -u` prints it, for showing
  * the user exactly what a write-back would change.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * units: the parsers behind every duration, size and count on the command
  * line (see units.h).  strtod/strtol do the digits; this file only checks

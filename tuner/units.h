@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * units: parse the durations and sizes a user types.
  *

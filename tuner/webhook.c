@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * webhook: payloads for chat services, delivery with retries, and the
  * spool of payloads that could not be delivered.  See webhook.h for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * webhook: tell a chat channel or a CI endpoint what a run found.
  *

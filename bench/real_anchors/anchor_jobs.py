@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The bench's two jobs, as models and datasets the anchors can wrap.
 
 bench/real_anchors.sh runs autobatch on the jobs themselves

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """train_tts.py's model and worst-case data trained by the Hugging Face Trainer.
 
     python hf_tts.py --per_device_train_batch_size B --max_steps N [--auto_find_batch_size]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A bench job wrapped in a LightningModule, tuned by Lightning's own finder.
 
     python lightning_job.py --job tts|orpheus --mode tune --steps N

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The table of bench/real_anchors.sh, from its logs only.
 
     python3 report.py RUNS.TSV --steps N [--trials]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Run a command and keep its output with the time each line arrived.
 
     python3 tsrun.py LOG -- COMMAND [ARG...]

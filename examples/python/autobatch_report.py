@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Report exact step times to autobatch from a training loop.
 
 autobatch gives every trial a file path in AUTOBATCH_REPORT.  A trainer

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A small TTS-shaped trainer for tuning with autobatch.
 
 A text encoder (embedding + transformer layers) and a mel-frame decoder

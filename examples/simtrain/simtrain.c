@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * simtrain: a simulated training job for autobatch's demo and tests.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * driver_abi.h: the few CUDA driver and NVML declarations that the
  * GPU-memory emulation library (gpuemu.c) and its test doubles

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * gpuemu: an LD_PRELOAD library that makes a big GPU look like a smaller
  * one to any program that reaches the CUDA driver or NVML (PyTorch, JAX,

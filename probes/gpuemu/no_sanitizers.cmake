@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # include()d by the CMakeLists.txt of probes/gpuemu and tests/gpuemu: takes
 # the options of AUTOBATCH_SANITIZE off the folder that includes it (those
 # files say why).  Directory properties, so the rest of the tree keeps them.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # autobatch's in-process probe for Python/PyTorch trials.
 #
 # autobatch puts the directory holding this file first on a trial's

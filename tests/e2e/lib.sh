@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Shared helpers for the end-to-end tests (sourced, not run).
 # ctest sets AUTOBATCH, SIMTRAIN and AB_SOURCE_DIR.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Bad input: a one-line error that names the fix, exit 2, nothing started.
 source "$(dirname "$0")/lib.sh"
 

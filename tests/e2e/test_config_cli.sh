@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # autobatch config get/set: byte-exact edits of real configs, refusals
 # that leave the file untouched, read-only files, atomic replacement.
 source "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Config writes take the file's lock and re-read it under the lock: 20
 # `autobatch config set` processes started at once on one file, each
 # setting a different key, lose none of the 20 updates; no lock file or

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A non-OOM failure stops the search with exit 4 and shows the real error;
 # a trial that hangs is ended by --hang-timeout.
 source "$(dirname "$0")/lib.sh"

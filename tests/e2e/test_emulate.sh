@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # --emulate-gpu-memory on a machine without a GPU: the fake NVML stands in
 # for a 24 GiB card, simtrain takes AUTOBATCH_EMULATE_GPU_MEMORY as its
 # device's size (what the preload library makes of a real card; the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Trials side by side (--gpus): on 1, 2 and 4 simulated GPUs autobatch
 # finds the serial search's boundary in fewer rounds; each trial of a
 # round gets its own CUDA_VISIBLE_DEVICES; a trial that another answered

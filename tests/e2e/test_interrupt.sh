@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # SIGINT (and SIGTERM) to autobatch mid-trial: the trial's whole tree is
 # torn down, partial results are written, exit 130, no process left.
 source "$(dirname "$0")/lib.sh"

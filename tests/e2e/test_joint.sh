@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The joint search on simtrain: at a fixed global batch the fastest cell is
 # not the one with the largest micro-batch, in about one trial per cell;
 # in free mode throughput peaks below the largest fit; --headroom; the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # kill -9 of autobatch during a 2-rank trial whose ranks ignore SIGTERM and
 # whose grandchild escaped with setsid(): the kernel takes the whole trial
 # down (the trial runs in a PID namespace whose init dies with autobatch),

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A write killed with SIGKILL between writing its temporary file and the
 # rename leaves `.NAME.autobatch-tmp-PID-XXXXXX` beside NAME.  The next
 # tuning run removes such files, beside the config and beside its output

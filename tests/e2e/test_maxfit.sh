@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # autobatch finds the exact largest micro-batch of simtrain for several
 # capacities and each OOM point (forward at step 1, optimizer state at the
 # first optimizer step, a long batch at a later step), every trial is

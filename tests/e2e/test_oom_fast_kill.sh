@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Once an OOM line decided a trial, ranks that ignore SIGTERM are killed
 # after half a second, not after --kill-grace: rank 1 runs out of memory
 # and rank 0 hangs in all_reduce ignoring SIGTERM (simtrain --oom-rank),

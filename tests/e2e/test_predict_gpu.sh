@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # autobatch predict --gpu: CUDA traces replayed with real driver
 # allocations on a GPU held back to the asked capacity.  No GPU here: a
 # fake libcuda.so.1 (tests/fake_cuda) stands in for the driver, found

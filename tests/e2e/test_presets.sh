@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # How knobs reach the command: the hf preset replaces flags in place
 # (--flag V and --flag=V, never duplicated); the env preset only sets the
 # AUTOBATCH_* variables of DESIGN.md 2.2.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The in-process probe on a real PyTorch program (Debian's torch 1.13):
 # optimizer steps come from inside the process; data-preparation bars are
 # not training; a run that trains nothing (prepares data only, or resumes

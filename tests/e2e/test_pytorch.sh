@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A real PyTorch job (examples/pytorch/train_tts.py on Debian's CPU torch)
 # under --trial-memory-limit: the same largest micro-batch as a direct
 # bisection under `ulimit -v` (the in-process probe loaded, as it is for

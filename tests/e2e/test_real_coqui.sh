@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # autobatch on the real Coqui TTS trainer (PyPI coqui-tts 0.27.5,
 # `python -m TTS.bin.train_tts --config_path config.json`, a small GlowTTS
 # on synthetic LJSpeech-style data made here) on PyPI's torch 2.8, CPU,

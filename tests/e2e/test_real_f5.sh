@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # autobatch on the real F5-TTS trainer (PyPI f5-tts 1.1.22's own
 # src/f5_tts/train/train.py, Hydra, a tiny DiT, synthetic data made here)
 # on PyPI's torch 2.8, CPU, under --trial-memory-limit.  The checkout is

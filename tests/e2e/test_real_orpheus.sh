@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # autobatch on an Orpheus-TTS-like fine-tune (examples/trainers/orpheus_like:
 # no arguments, `config.yaml` opened from the working directory, an HF
 # Trainer with per_device_train_batch_size = batch_size, output to

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # autobatch on a Parler-TTS-like trainer (examples/trainers/parler_like:
 # its own accelerate loop, the JSON as the script's sole argument,
 # preprocessing bars before training -- "Combining datasets...", an

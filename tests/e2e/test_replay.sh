@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # --replay on a real PyTorch job (examples/pytorch/train_tts.py, Debian's
 # CPU torch) under --trial-memory-limit: two recording trials at
 # micro-batch 2 and 3, a prediction within one step, settled by its trial

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # --replay: a recording trial that runs out of memory is not evidence.
 # Recording (the profiler's events, the trace) needs memory of its own,
 # so a size can fail while recorded and fit without it: the real Coqui

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Results for people and CI: one tuning run with --webhook, --junit,
 # --markdown and --html produces all of them; the HTML renders in headless
 # Chromium with one mark per trial; a dead webhook does not fail the run

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Trials on a real single-node Slurm cluster started here
 # (tests/slurm/cluster.sh: Debian's slurm-wlm, munge, four fake GPUs).
 # Inside an allocation each trial is a job step (srun); from the login

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The follower of a Slurm array task (autobatch __slurm-follow, tuner/slurm.c)
 # against a scripted scontrol and scancel: it copies the task's output,
 # touches the heartbeat, and turns each final state into an exit status

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Output paths that exist and are not regular files are never replaced: a
 # character device and a FIFO with a reader are written through,
 # /dev/stdout works through a pipe, a FIFO without a reader is refused at

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # autobatch's own stdout and stderr go to a FIFO that nobody reads, and
 # every trial prints 300 KB first: the pipe fills during trial 1.  The
 # search must still run to its answer (a blocked write would stall the

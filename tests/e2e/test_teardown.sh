@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Teardown: a multi-rank trial where rank 1 runs out of memory and rank 0
 # hangs ignoring SIGTERM is gone within seconds of the OOM line; a
 # SIGTERM-ignoring trainer is killed after the grace period; an escaped

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # End to end with config files: tune simtrain reading its knobs from a
 # YAML (F5-TTS, Hydra overrides, frames) and from a JSON (Parler-TTS, the
 # script's positional argument); trials never touch the user's file; the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # --write when the user edits the config while autobatch tunes: the file
 # is read again under its lock at the end.  An edit of another key is
 # kept and the choice is applied on top of it; an edit of a value the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fake_cuda: a stand-in libcuda.so.1 for tests of the replay on device
  * memory (probes/devmem_cuda.c), scripted by environment.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fake_nvml: a stand-in libnvidia-ml for tests, scripted by environment.
  *

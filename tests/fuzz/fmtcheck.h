@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fmtcheck: small, strict checkers for what the report renderers write,
  * used by the fuzz targets (tests/fuzz/fuzz_report.c) and the unit tests.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for jedit.  The input is DOC '\0' KEY '\0' VALUE (a
  * missing KEY or VALUE defaults to "a" and "1").  It checks that get and

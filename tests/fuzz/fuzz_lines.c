@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for everything that reads a trial's lines: the OOM
  * classifier, the progress parsers (steps_parse_line, steps_parse_report,

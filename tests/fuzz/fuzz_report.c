@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for the renderers: every report format (Markdown,
  * JUnit, HTML, the byte-budgeted step summary) and the hardware matrix

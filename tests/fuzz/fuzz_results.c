@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for everything that reads a results file back: the
  * loader (results_loadb, behind `autobatch report`, `matrix`, `notify`

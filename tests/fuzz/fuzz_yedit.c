@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target for yedit.  The input is "KEY\nVALUE\nDOCUMENT": the
  * first two lines are the key path and the new value (cut at a NUL), the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # expect.sh RC PATTERN PROGRAM [ARGS...]: run PROGRAM and pass only if it
 # exits with RC and prints a line matching PATTERN (grep -E) on stderr.
 # Used where a run must fail in a known way, or must warn.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A fake libcuda.so.1 for the tests of the GPU-memory emulation library
  * (probes/gpuemu/gpuemu.c).  It has a few devices whose memory it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * A fake libnvidia-ml.so.1 for the tests of the GPU-memory emulation
  * library (probes/gpuemu/gpuemu.c): the devices of FAKE_GPU_TOTALS (as

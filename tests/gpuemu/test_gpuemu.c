@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_gpuemu: the GPU-memory emulation library (probes/gpuemu/gpuemu.c)
  * against the fake driver of this folder, through every way a program

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A real trainer's own entry point, stopped after N optimizer steps.
 
     AB_DIRECT_STEPS=4 python direct_steps.py -m MODULE [ARGS...]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A cached Python virtual environment for the tests that run real
 # trainers (PyPI's torch 2.x, f5-tts, coqui-tts, transformers, accelerate).
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Synthetic speech-like clips for the real trainers' tests (standard
 library only; the same seed gives the same bytes).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A private single-node Slurm cluster for tests: munged, slurmctld and
 # slurmd run by hand (no systemd) with every file, socket and port of their
 # own under one directory, so the system's /etc/slurm and munge are never

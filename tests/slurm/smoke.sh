@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Smoke test of cluster.sh and of the Slurm behaviour autobatch's Slurm
 # launcher relies on: GPU binding of steps, how srun and scancel end a step
 # whose command ignores SIGTERM, job arrays, and the state strings squeue

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fixture: the results files under tests/data/ that the report, matrix
  * and baseline tests share.  ctest sets AB_SOURCE_DIR to the repository

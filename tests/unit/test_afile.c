@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for afile: atomic replace, modes, symlinks, failures. */
 #include <stdarg.h>
 #include <stddef.h>

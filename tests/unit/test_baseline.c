@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for baseline: the regression gate on a real results file
  * (tests/data/results-h100.json, found through $AB_SOURCE_DIR) against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for cache: keys change with every input, save/load round
  * trip, stale or foreign files ignored. */
 #include <stdarg.h>

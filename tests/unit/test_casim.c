@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for probes/casim.c, the simulation of PyTorch's CUDA caching
  * allocator: rounding, pools and segment sizes, reuse, splitting, merging,

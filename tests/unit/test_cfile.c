@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for cfile: format choice, loading errors, save refusals. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for probes/devmem.c (holding device memory back, the
  * allocator replay on real segments) and casim's device-backed mode, on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for inject: HF flag replacement and the trial environment. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for inproc: the probe's lines, range checks, installing it. */
 #include <stdarg.h>
 #include <stddef.h>

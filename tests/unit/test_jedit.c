@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for jedit: every JSON file of the corpus (tests/corpus/,
  * found through AB_SOURCE_DIR), then the hard cases as inline documents.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for lbuf: line ends, caps, huge lines. */
 #include <stdarg.h>
 #include <stddef.h>

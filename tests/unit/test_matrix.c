@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for matrix: three real results files of one command whose
  * host.gpus were edited to stand for three machines (H100, 2 x A100, L4;

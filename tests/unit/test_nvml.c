@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for probes/nvml.c, run against tests/fake_nvml: a stand-in
  * libnvidia-ml scripted through FAKE_NVML_* variables.  CMake builds three

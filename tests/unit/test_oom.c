@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for probes/oom.c: the default signature table against real
  * OOM messages of every framework and generation (FACTS.md), against lines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for preset: every built-in loads, the file format's errors,
  * and --knob overrides. */
 #include <stdarg.h>

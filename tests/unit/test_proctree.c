@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for proctree: descendants across setsid, signalling, reaping;
  * the children-list walk against the /proc scan; the scan's marking in
  * O(n log n) on a deep chain (quadratic per level before). */

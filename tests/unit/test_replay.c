@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for probes/replay.c: reading the probe's trace files, the
  * per-allocation fit (linear; quadratic where a third size refutes the

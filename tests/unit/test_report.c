@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for report: the Markdown, JUnit and HTML renderings of real
  * results files (tests/data/results-*.json, found through $AB_SOURCE_DIR;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for results: the schema of DESIGN.md 2.5, nulls, frontier. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for search: exact boundaries, trial counts, contradictions. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for sha256: the FIPS 180-2 example vectors (appendix B) and
  * the RFC 4231 HMAC-SHA256 test cases 1-7, plus incremental hashing with
  * every split point and block-boundary lengths. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for space: global-batch arithmetic, cell order and skips,
  * inference between cells, measurements below the largest fit, seeds.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for probes/steps.c: tqdm bars as tqdm draws them (unicode
  * blocks, '\r' redraws, both rate forms, any unit, with their

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for probes/trainlog.c: which lines of a trial's output are
  * training steps.  The lines are the real trainers' (F5-TTS's trainer.py

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for trial: real subprocesses (sh), each outcome, teardown of
  * SIGTERM-ignoring and escaped processes, checked through /proc and kill(0)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * Unit tests for udiff: the hunks must be exactly what GNU `diff -u`
  * prints for the same two files (diffutils is essential on Debian).

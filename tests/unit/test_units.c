@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for units: durations, sizes, counts. */
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Unit tests for webhook: payload shapes and limits for each format,
  * delivery against a real HTTP server on 127.0.0.1 (tests/webhook_server.py,
  * python3's standard library) with retries, Retry-After in both forms,

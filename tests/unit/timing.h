@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timing: the linearity check shared by the renderer and editor tests.
  *

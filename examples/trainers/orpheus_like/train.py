@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A fine-tuning script that behaves like Orpheus-TTS's, for tests.
 
 Orpheus-TTS (canopyai/Orpheus-TTS, finetune/train.py and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python
+# SPDX-License-Identifier: MIT
 """A trainer that behaves like Parler-TTS's training script, for tests.
 
 Parler-TTS (huggingface/parler-tts, training/run_parler_tts_training.py at

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Synthetic LJSpeech-style data for the real Coqui trainer test.
 
     python3 make_data.py OUT_DIR [--clips N] [--seconds S] [--rate HZ]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """A tiny F5-TTS dataset in the layout its trainer reads.
 
     python make_data.py ROOT NAME [--clips N] [--frames F]

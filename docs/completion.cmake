@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: MIT
+# Generates bash and zsh completion for autobatch from `autobatch --help`,
+# the one source of the options: every "--option" it lists, the values it
+# spells out ("--checkpointing off|on|both"), files for FILE, DIR and TRACES
+# arguments, the subcommands of its usage lines, and the command's own
+# completion after "--".
+#   cmake -DAUTOBATCH=<binary> -DBASH=<file> -DZSH=<file> -P completion.cmake
+cmake_minimum_required(VERSION 3.18)
+execute_process(COMMAND "${AUTOBATCH}" --help OUTPUT_VARIABLE help RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "autobatch --help failed (${rc})")
+endif()
+# a CMake list is split at ';' except inside [...]: keep brackets out of it
+string(REPLACE ";" "," help "${help}")
+string(REPLACE "[" "<" help "${help}")
+string(REPLACE "]" ">" help "${help}")
+string(REPLACE "\n" ";" lines "${help}")
+set(opts "")
+set(cases "")
+set(zsh_specs "")
+set(subs "")
+foreach(line IN LISTS lines)
+  if(line MATCHES "^(usage:|      ) +autobatch ([a-z]+) ")
+    list(APPEND subs "${CMAKE_MATCH_2}")
+  endif()
+  # each "--name [ARG]" of an option's entry or a usage line (an entry may
+  # list several: "--markdown FILE, --junit FILE"); not the prose and the
+  # examples, whose --flags belong to other programs
+  if(NOT line MATCHES "^(  -|usage:|       autobatch)")
+    continue()
+  endif()
+  string(REGEX MATCHALL "--[a-z][a-z-]*( [A-Za-z0-9|:._-]+)?" found "${line}")
+  foreach(f IN LISTS found)
+    if(NOT f MATCHES "^(--[a-z][a-z-]*)( (.*))?$")
+      continue()
+    endif()
+    set(name "${CMAKE_MATCH_1}")
+    set(arg "${CMAKE_MATCH_3}")
+    if(name IN_LIST opts OR name STREQUAL "--")
+      continue()
+    endif()
+    list(APPEND opts "${name}")
+    if(arg MATCHES "^[A-Za-z0-9-]+(\\|[A-Za-z0-9-]+)+$" AND arg MATCHES "[a-z]")
+      string(REPLACE "|" ";" alts "${arg}")
+      set(words "")
+      foreach(a IN LISTS alts)
+        if(a MATCHES "^[a-z0-9-]+$")
+          string(APPEND words " ${a}")
+        endif()
+      endforeach()
+      string(STRIP "${words}" words)
+      set(files "")
+      if(arg MATCHES "FILE")
+        set(files " -f")
+      endif()
+      string(APPEND cases "    ${name}) COMPREPLY=($(compgen${files} -W \"${words}\" -- \"$cur\")); return ;;\n")
+      string(APPEND zsh_specs "  '${name}:value:(${words})' \\\n")
+    elseif(arg MATCHES "(FILE|DIR)")
+      string(APPEND cases "    ${name}) COMPREPLY=($(compgen -f -- \"$cur\")); return ;;\n")
+      string(APPEND zsh_specs "  '${name}:file:_files' \\\n")
+    elseif(arg MATCHES "^[A-Z]" OR arg MATCHES "^[A-Z]+[|:]")
+      string(APPEND cases "    ${name}) return ;;\n")
+      string(APPEND zsh_specs "  '${name}:value: ' \\\n")
+    else()
+      string(APPEND zsh_specs "  '${name}' \\\n")
+    endif()
+  endforeach()
+endforeach()
+list(REMOVE_DUPLICATES subs)
+list(JOIN opts " " opt_words)
+list(JOIN subs " " sub_words)
+file(WRITE "${BASH}" "# bash completion for autobatch; generated from `autobatch --help` (docs/completion.cmake)
+_autobatch() {
+  local cur=\${COMP_WORDS[COMP_CWORD]} prev=\${COMP_WORDS[COMP_CWORD-1]} i
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    if [ \"\${COMP_WORDS[i]}\" = -- ]; then
+      # the command to tune: a command name, then its own arguments
+      if ((i == COMP_CWORD - 1)); then
+        mapfile -t COMPREPLY < <(compgen -c -- \"\$cur\")
+      else
+        mapfile -t COMPREPLY < <(compgen -f -- \"\$cur\")
+      fi
+      return
+    fi
+  done
+  case \$prev in
+${cases}  esac
+  if [[ \$cur == -* ]]; then
+    mapfile -t COMPREPLY < <(compgen -W \"${opt_words} --\" -- \"\$cur\")
+  elif ((COMP_CWORD == 1)); then
+    mapfile -t COMPREPLY < <(compgen -W \"${sub_words}\" -- \"\$cur\")
+  else
+    mapfile -t COMPREPLY < <(compgen -f -- \"\$cur\")
+  fi
+}
+complete -F _autobatch autobatch
+")
+file(WRITE "${ZSH}" "#compdef autobatch
+# zsh completion for autobatch; generated from `autobatch --help` (docs/completion.cmake)
+_arguments -S \\
+${zsh_specs}  '1::subcommand:(${sub_words})' \\
+  '*::command:_normal' \
+")

@@ -41,6 +41,18 @@ int cache_dir(char *out, size_t len)
     return 0;
 }
 
+int state_dir(char *out, size_t len)
+{
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg == '/')
+        snprintf(out, len, "%s/autobatch", xdg);
+    else if (home && *home)
+        snprintf(out, len, "%s/.local/state/autobatch", home);
+    else
+        return -1;
+    return 0;
+}
+
 void cache_key_make(struct cache_key *k, char *const *command, const struct cfile *config,
                     const struct space_opts *so, const char *gpu_fingerprint)
 {

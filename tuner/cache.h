@@ -40,4 +40,11 @@ int cache_save(const struct cache_key *k, const struct space *sp);
 /** The directory: $XDG_CACHE_HOME/autobatch, else $HOME/.cache/autobatch. */
 int cache_dir(char *out, size_t len);
 
+/**
+ * autobatch's state directory (what must outlive a run but is not a cache:
+ * the webhook spool): $XDG_STATE_HOME/autobatch, else
+ * $HOME/.local/state/autobatch.  Returns 0, or -1 with neither set.
+ */
+int state_dir(char *out, size_t len);
+
 #endif

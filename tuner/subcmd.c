@@ -283,10 +283,13 @@ static void subcmd_on_signal(int sig)
     subcmd_cancel = sig;
 }
 
-static int subcmd_spool_dir(char *out, size_t len)
+/* The webhook spool: state, not cache (a cache may be wiped at any time).
+ * legacy: where versions before 0.1.0 kept it, under the cache directory,
+ * still flushed by autobatch notify. */
+static int subcmd_spool_dir(char *out, size_t len, int legacy)
 {
     char dir[4000];
-    if (cache_dir(dir, sizeof dir))
+    if (legacy ? cache_dir(dir, sizeof dir) : state_dir(dir, sizeof dir))
         return -1;
     snprintf(out, len, "%s/%s", dir, WEBHOOK_SPOOL_SUBDIR);
     return 0;
@@ -334,10 +337,10 @@ static int subcmd_post(const json_t *doc, const char *url, const char *format, i
         if (wr.permanent)
             fprintf(stderr, "autobatch: the server refused it (HTTP %ld); not kept for later\n",
                     wr.last_status);
-        else if (subcmd_spool_dir(dir, sizeof dir) ||
+        else if (subcmd_spool_dir(dir, sizeof dir, 0) ||
                  webhook_spool_save_delivery(dir, url, body, len, wr.delivery_id, serr, sizeof serr))
             fprintf(stderr, "autobatch: warning: could not keep it for later either: %s\n",
-                    subcmd_spool_dir(dir, sizeof dir) ? "no cache directory (set HOME)" : serr);
+                    subcmd_spool_dir(dir, sizeof dir, 0) ? "no state directory (set HOME)" : serr);
         else
             fprintf(stderr, "autobatch: kept in '%s'; 'autobatch notify RESULTS' sends it later\n", dir);
     }
@@ -375,8 +378,11 @@ static int subcmd_notify(int argc, char **argv)
     }
     /* Then whatever earlier runs could not deliver. */
     char dir[4096];
-    int sent = 0, left = 0;
-    if (!subcmd_spool_dir(dir, sizeof dir)) {
+    for (int legacy = 0; legacy < 2; legacy++) {
+        int sent = 0, left = 0;
+        struct stat st;
+        if (subcmd_spool_dir(dir, sizeof dir, legacy) || (legacy && stat(dir, &st)))
+            continue;
         struct webhook_opts wo;
         subcmd_webhook_opts(&wo, url, o.insecure, &subcmd_cancel);
         if (webhook_spool_flush(dir, &wo, o.webhook, &sent, &left, err, sizeof err) && left) {

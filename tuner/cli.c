@@ -22,7 +22,8 @@
 enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 
 enum opt_id {
-    O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_EMULATE_GPU_MEMORY, O_EMULATE_WITH,
+    O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_DRY_RUN, O_EMULATE_GPU_MEMORY,
+    O_EMULATE_WITH, O_EVENTS,
     O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_GRAD_ACCUM, O_LAUNCHER,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
     O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_STEPS, O_KEEP_TRACES,
@@ -45,8 +46,10 @@ static const struct opt cli_opts[] = {
     { "budget", OPT_DURATION, 0, O_BUDGET },
     { "checkpointing", OPT_STRING, 0, O_CHECKPOINTING },
     { "config", OPT_STRING, 0, O_CONFIG },
+    { "dry-run", OPT_FLAG, 0, O_DRY_RUN },
     { "emulate-gpu-memory", OPT_STRING, 0, O_EMULATE_GPU_MEMORY },
     { "emulate-with", OPT_STRING, 0, O_EMULATE_WITH },
+    { "events", OPT_STRING, 0, O_EVENTS },
     { "global-batch", OPT_COUNT, 0, O_GLOBAL_BATCH },
     { "gpus", OPT_STRING, 0, O_GPUS },
     { "gpus-per-trial", OPT_COUNT, 0, O_GPUS_PER_TRIAL },
@@ -153,6 +156,10 @@ static const char cli_usage[] =
 "                        AUTOBATCH_WEBHOOK_SECRET when set\n"
 "  --webhook-format F    generic, slack, discord or teams (generic)\n"
 "  --webhook-insecure    do not verify the webhook's TLS certificate\n"
+"  --events FILE|-       one JSON object per line as things happen (start, each\n"
+"                        trial's start, steps and end, the choice, the end)\n"
+"  --dry-run             print each cell's first trial (command line, environment)\n"
+"                        and run nothing\n"
 "  -q, --quiet           hide the command's output (autobatch's own lines stay)\n"
 "  -v, --verbose         show each trial's command line and environment\n"
 "  -h, --help            this text\n"
@@ -274,11 +281,12 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     double d = 0;
     long n = 0;
     static const enum opt_id paths[] = { O_JSON, O_MARKDOWN, O_JUNIT, O_HTML, O_CONFIG,
-                                         O_BASELINE, O_PRESET };
+                                         O_BASELINE, O_PRESET, O_EVENTS };
     for (size_t i = 0; arg && i < sizeof paths / sizeof *paths; i++)
         if (o->id == paths[i] && !*arg)
             return cli_bad("--%s: the value is empty; give a file name%s", o->name,
-                           o->id == O_JSON || o->id == O_MARKDOWN ? " or - for stdout" : "");
+                           o->id == O_JSON || o->id == O_MARKDOWN || o->id == O_EVENTS
+                               ? " or - for stdout" : "");
     if (o->kind == OPT_DURATION && units_duration(arg, &d))
         return cli_bad("--%s '%s': not a duration; use e.g. 90s, 10m or 2h", o->name, arg);
     if (o->kind == OPT_COUNT && units_long(arg, o->id == O_WARMUP ? 0 : 1, 1000000000L, &n))
@@ -291,6 +299,8 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_TRIAL_TIMEOUT: p->trial_timeout_s = d; break;
     case O_KILL_GRACE: p->grace_s = d; break;
     case O_GPUS_PER_TRIAL: p->gpus_per_trial = n; break;
+    case O_DRY_RUN: p->dry_run = 1; break;
+    case O_EVENTS: p->events_path = arg; break;
     case O_GPUS:
         if (!*arg || strlen(arg) >= sizeof p->gpus)
             return cli_bad("--gpus '%s': use all or a list like 0,1,2,3", arg);

@@ -47,6 +47,8 @@ struct plan {
     const char *launcher;     /**< --launcher local|slurm; NULL: slurm inside an allocation */
     uint64_t emulate_bytes;   /**< --emulate-gpu-memory; 0: the real memory */
     const char *emulate_with; /**< --emulate-with preload|probe (preload) */
+    const char *events_path;  /**< --events FILE|-, or NULL */
+    int dry_run;              /**< --dry-run */
     const char *markdown_path, *junit_path, *html_path; /**< report files, or NULL */
     const char *baseline_path;   /**< --baseline, or NULL */
     double regression_threshold; /**< --regression-threshold as a fraction (0.05) */

@@ -29,6 +29,7 @@
 #include "cache.h"
 #include "cfile.h"
 #include "cli.h"
+#include "events.h"
 #include "preset.h"
 #include "udiff.h"
 #include "inject.h"
@@ -878,6 +879,76 @@ static void ab_flush_output(void)
     outq_finish(2.0);
 }
 
+/* s for a POSIX shell, quoted only when it needs it. */
+static void ab_shell_word(FILE *f, const char *s)
+{
+    if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%")
+                  == strlen(s)) {
+        fputs(s, f);
+        return;
+    }
+    fputc('\'', f);
+    for (; *s; s++)
+        fputs(*s == '\'' ? "'\\''" : (char[]){ *s, 0 }, f);
+    fputc('\'', f);
+}
+
+/*
+ * --dry-run: each cell's first trial as it would run (its command line,
+ * the environment it gets beyond ours, its working directory), nothing
+ * run.  Other sizes differ only in the knobs' values.  Returns 0, or -1
+ * after saying why.
+ */
+static int ab_dry_run(struct inject_ctx *ctx, const struct plan *plan, const struct ab_setup *setup,
+                      const struct space *sp, const char *dir)
+{
+    for (size_t i = 0; i < sp->ncells; i++) {
+        const struct cell *c = &sp->cells[i];
+        if (c->state == CELL_SKIPPED)
+            continue;
+        struct inject_candidate cand = {
+            c->fixed_micro > 0 ? c->fixed_micro : plan->batch_min, c->grad_accum, c->checkpointing,
+        };
+        char wd[4200], err[512];
+        snprintf(wd, sizeof wd, "%s/dry-run-%zu", dir, i);
+        ctx->trial_id = (long)i + 1;
+        ctx->workdir = setup->preset.config_fixed && !mkdir(wd, 0700) ? wd : NULL;
+        struct inject_trial t = INJECT_TRIAL_INIT;
+        if (inject_build(ctx, plan->command, environ, &cand, &t, err, sizeof err)) {
+            cli_error("%s", err);
+            return -1;
+        }
+        printf("# cell grad_accum=%ld checkpointing=%s: its first trial, micro_batch=%ld (other "
+               "sizes change only the knobs)\n", cand.grad_accum, cand.checkpointing ? "on" : "off",
+               cand.micro_batch);
+        if (t.cwd)
+            printf("cd %s\n", t.cwd);
+        for (size_t k = 0; k < t.env.n; k++) {
+            int ours = 0;
+            for (char **e = environ; *e && !ours; e++)
+                ours = !strcmp(*e, t.env.v[k]);
+            if (ours)
+                continue;
+            size_t eq = strcspn(t.env.v[k], "=");
+            printf("%.*s=", (int)eq, t.env.v[k]);
+            ab_shell_word(stdout, t.env.v[k] + eq + (t.env.v[k][eq] == '='));
+            putchar(' ');
+            putchar('\\');
+            putchar('\n');
+        }
+        for (size_t k = 0; k < t.argv.n; k++) {
+            ab_shell_word(stdout, t.argv.v[k]);
+            putchar(k + 1 < t.argv.n ? ' ' : '\n');
+        }
+        if (t.tmp_config)
+            printf("# its config is a patched copy of %s\n", ctx->config_path);
+        inject_trial_release(&t);
+        leftovers_remove_tree(wd);
+    }
+    ctx->workdir = NULL;
+    return 0;
+}
+
 /* ---- Slurm job steps, GPU slots, the emulation library */
 
 /* One group of GPUs a trial runs on (--gpus). */
@@ -1500,6 +1571,8 @@ static int ab_job_finish(struct ab_run *r, struct ab_job *j, int shared)
     snprintf(rt.probe_torch, sizeof rt.probe_torch, "%s", tr->probe_torch);
     snprintf(rt.probe_hook, sizeof rt.probe_hook, "%s", tr->probe_hook);
     results_add_trial(r->res, &rt);
+    if (events_on())
+        events_emit("trial_end", results_trial_json(&rt));
     if (tr->teardown_incomplete)
         progress_note(pg, "warning: a process outside the trial's tree kept its output "
                           "open; gave up waiting for it");
@@ -1627,6 +1700,22 @@ static void ab_slurm_after(struct ab_run *r, const struct ab_job *j)
     slurm_sweep_steps(name);
 }
 
+/* The --events line of a trial's start. */
+static void ab_event_start(const struct ab_run *r, const struct ab_job *j)
+{
+    if (!events_on())
+        return;
+    const struct cell *c = &r->space->cells[j->ci];
+    json_t *o = json_pack("{s:I, s:I, s:I, s:b}", "trial", (json_int_t)j->id, "micro_batch",
+                          (json_int_t)j->value, "grad_accum", (json_int_t)c->grad_accum,
+                          "checkpointing", c->checkpointing);
+    if (o && j->round > 0)
+        json_object_set_new(o, "round", json_integer(j->round));
+    if (o && j->slot)
+        json_object_set_new(o, "devices", json_string(j->slot->devices));
+    events_emit("trial_start", o);
+}
+
 /* Run trial j here, with its output shown. */
 static void ab_job_run(struct ab_run *r, struct ab_job *j)
 {
@@ -1634,6 +1723,7 @@ static void ab_job_run(struct ab_run *r, struct ab_job *j)
     struct trial_spec spec = { j->t.argv.v, j->t.env.v, j->t.cwd };
     progress_trial_start(r->pg, j->id, j->value, cell->grad_accum, cell->checkpointing,
                          j->to.target_steps, j->t.argv.v);
+    ab_event_start(r, j);
     gpu_use(r->gpu, j->slot ? j->slot->mask : 0);
     gpu_trial_start(r->gpu);
     j->run_rc = trial_run(&spec, &j->to, &j->tr);
@@ -1788,6 +1878,7 @@ static int ab_round(struct ab_run *r, struct ab_job *jobs, size_t n, const size_
             continue;
         }
         started++;
+        ab_event_start(r, &jobs[i]);
         progress_note(r->pg, "round %ld: trial %ld micro_batch=%ld on GPU %s", round,
                       jobs[i].id, micro[i], r->slots[i].devices);
     }
@@ -1882,6 +1973,15 @@ int main(int argc, char **argv)
     if (plan.json_path && strcmp(plan.json_path, "-") &&
         afile_check_writable(plan.json_path, err, sizeof err)) {
         cli_error("--json: %s; choose a writable path", err);
+        return AB_USAGE;
+    }
+    if (plan.events_path && plan.json_path && !strcmp(plan.events_path, "-") &&
+        !strcmp(plan.json_path, "-")) {
+        cli_error("--events - and --json - both want stdout; send one of them to a file");
+        return AB_USAGE;
+    }
+    if (plan.events_path && !plan.dry_run && events_open(plan.events_path, err, sizeof err)) {
+        cli_error("--events: %s; choose a writable path", err);
         return AB_USAGE;
     }
     json_t *baseline = NULL;
@@ -1999,6 +2099,14 @@ int main(int argc, char **argv)
         }
     }
 
+    if (plan.dry_run) {
+        int bad = ab_dry_run(&ctx, &plan, &setup, &space, dir);
+        leftovers_remove_tree(dir);
+        space_release(&space);
+        oom_table_release(&oom);
+        ab_setup_release(&setup);
+        return bad ? AB_USAGE : AB_OK;
+    }
     struct results res = RESULTS_INIT;
     if (results_init(&res, plan.command)) {
         cli_error("out of memory");
@@ -2145,6 +2253,16 @@ int main(int argc, char **argv)
     }
 
     /* ---- the trials */
+    if (events_on()) {
+        json_t *cmd = json_array();
+        for (size_t i = 0; plan.command[i]; i++)
+            json_array_append_new(cmd, json_string(plan.command[i]));
+        events_emit("start", json_pack("{s:o, s:{s:I, s:I, s:I}, s:s, s:I}", "command", cmd,
+                                       "batch", "min", (json_int_t)plan.batch_min, "max",
+                                       (json_int_t)plan.batch_max, "step",
+                                       (json_int_t)plan.batch_step, "launcher", res.launcher,
+                                       "slots", (json_int_t)res.slots));
+    }
     struct ab_run run = {
         .plan = &plan, .setup = &setup, .ctx = &ctx, .space = &space, .res = &res, .gpu = &gpu,
         .guide = &guide, .pg = &pg, .oom = &oom, .log_rules = &log_rules, .dir = dir,
@@ -2225,6 +2343,11 @@ int main(int argc, char **argv)
     /* ---- the answer */
     ab_collect_cells(&space, &res, &pg);
     res.best = ab_choose(&res, &space, &gpu, plan.headroom, &pg);
+    if (events_on())
+        events_emit("choice", json_pack("{s:o, s:o}", "best",
+                    res.best >= 0 ? results_trial_json(&res.trials[res.best]) : json_null(),
+                    "runner_up", res.runner_up >= 0 ? results_trial_json(&res.trials[res.runner_up])
+                                                    : json_null()));
     int any_fit = 0;
     for (size_t i = 0; i < res.ntrials; i++)
         any_fit |= res.trials[i].outcome == TRIAL_FIT;
@@ -2313,6 +2436,9 @@ int main(int argc, char **argv)
     }
     json_decref(doc);
     json_decref(baseline);
+    events_emit("end", json_pack("{s:i, s:I, s:f}", "exit", status, "trials",
+                                 (json_int_t)res.ntrials, "wall_s", res.wall_s));
+    events_close();
     leftovers_remove_tree(dir);
     space_release(&space);
     results_release(&res);

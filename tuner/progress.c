@@ -5,12 +5,15 @@
  * that our lines and the command's passed-through bytes keep their order.
  */
 #include "progress.h"
+
+#include "events.h"
 #include "outq.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define C_RESET "\033[0m"
@@ -120,6 +123,18 @@ void progress_step(void *ctx, long step, double rate_it_s)
     if (rate_it_s > 0)
         p->rate = rate_it_s;
     progress_draw(p);
+    if (events_on()) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        double now = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+        if (now - p->last_event >= 0.1 || p->event_trial != p->trial_id) {
+            p->last_event = now;
+            p->event_trial = p->trial_id;
+            events_emit("step", json_pack("{s:I, s:I, s:o}", "trial", (json_int_t)p->trial_id,
+                                          "step", (json_int_t)step, "it_per_s",
+                                          rate_it_s > 0 ? json_real(rate_it_s) : json_null()));
+        }
+    }
 }
 
 void progress_trial_end(struct progress *p, const struct trial_result *r, double samples_per_s)

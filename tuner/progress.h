@@ -27,6 +27,8 @@ struct progress {
     long step, target;
     double rate;       /**< it/s, <0 unknown */
     const char *unit;  /**< the batch knob's unit, for "N frames/s" */
+    double last_event; /**< when the last --events step line went out */
+    long event_trial;  /**< ... and for which trial */
 };
 
 void progress_init(struct progress *p, int quiet, int verbose);

@@ -187,7 +187,7 @@ static json_t *results_point(const struct results_trial *t)
                      "peak_mem_bytes", int_or_null(t->peak_mem_bytes));
 }
 
-static json_t *results_trial_json(const struct results_trial *t)
+json_t *results_trial_json(const struct results_trial *t)
 {
     json_t *o = json_pack("{s:I, s:I, s:I, s:b, s:s, s:o, s:o, s:f, s:I, s:o, s:o, s:o}",
                           "id", (json_int_t)t->id,

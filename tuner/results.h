@@ -137,6 +137,10 @@ double results_spread(const struct results_trial *t);
  */
 size_t results_frontier(const struct results *r, long *out);
 
+/** One trial as in the results file's trials[] (also --events).  Caller
+ *  json_decref()s.  NULL on ENOMEM. */
+struct json_t *results_trial_json(const struct results_trial *t);
+
 /** Render the results file.  Caller json_decref()s.  NULL on ENOMEM. */
 struct json_t *results_to_json(const struct results *r);
 

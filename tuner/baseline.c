@@ -174,16 +174,65 @@ static int add_change(json_t *changes, const char *kind, const struct line *text
 /* ------------------------------------------------------------------ */
 /* Throughput of the choice.                                           */
 
+/* The mean samples/s of the fits of configuration cfg in a results
+ * document (a noisy configuration measured twice counts both), and in
+ * *spread the larger relative step-time spread (MAD over median) among
+ * them; NAN when the document has no measured fit of it. */
+static double config_speed(const json_t *doc, const json_t *cfg, double *spread)
+{
+    const json_t *trials = bl_get(doc, "trials");
+    double sum = 0;
+    int n = 0;
+    *spread = 0;
+    for (size_t i = 0; json_is_array(trials) && i < json_array_size(trials); i++) {
+        const json_t *t = json_array_get(trials, i);
+        const json_t *o = bl_get(t, "outcome");
+        double v = bl_num(t, "samples_per_s");
+        if (!json_is_string(o) || strcmp(json_string_value(o), "fit") || isnan(v) || v <= 0 ||
+            !same_config(t, cfg))
+            continue;
+        sum += v;
+        n++;
+        double st = bl_num(t, "step_time_s"), mad = bl_num(t, "step_time_mad_s");
+        if (!isnan(st) && !isnan(mad) && st > 0 && mad / st > *spread)
+            *spread = mad / st;
+    }
+    return n ? sum / n : NAN;
+}
+
+/*
+ * Like with like: the baseline's chosen configuration against the same
+ * configuration in this run (the mean of its measured fits) when this run
+ * measured it (the choice may
+ * move between near-equal configurations from one night to the next,
+ * which says nothing about speed), else against this run's choice.  A drop
+ * is a regression when it is more than the threshold and more than the
+ * step times' measured spread of either run (noise is not a regression),
+ * and this run found nothing at least as fast as the baseline's choice.
+ */
 static int compare_throughput(json_t *changes, const json_t *cur, const json_t *base, double thr)
 {
     const json_t *cb = bl_get(cur, "best"), *bb = bl_get(base, "best");
     int has_c = json_is_object(cb), has_b = json_is_object(bb);
     double c = has_c ? bl_num(cb, "samples_per_s") : NAN, b = has_b ? bl_num(bb, "samples_per_s") : NAN;
+    double best_now = c, spread = 0, sb = 0, sc = 0;
     struct line l = { .len = 0 };
-    int regression = 0, improvement = 0;
+    int regression = 0, improvement = 0, like = 0;
     double change = NAN;
     if (!has_c && !has_b)
         return 0;
+    if (has_c && has_b) {
+        /* the baseline as it reported its choice; its spread from its trials */
+        config_speed(base, bb, &sb);
+        double cs = config_speed(cur, bb, &sc);
+        if (!isnan(cs) && !same_config(cb, bb)) {
+            c = cs;
+            like = 1;
+        }
+        if (same_config(cb, bb))
+            config_speed(cur, cb, &sc);
+        spread = sb > sc ? sb : sc;
+    }
     if (!has_c) {
         regression = 1;
         line_add(&l, "no configuration was chosen; the baseline chose ");
@@ -203,15 +252,25 @@ static int compare_throughput(json_t *changes, const json_t *cur, const json_t *
     } else {
         change = (c - b) / b;
         /* A hair of tolerance so that exactly the threshold is not a regression. */
-        regression = -change > thr + 1e-12;
+        int beyond = -change > thr + 1e-12;
+        int noise = beyond && -change <= spread;
+        int found = !isnan(best_now) && best_now >= b * (1 - thr);
+        regression = beyond && !noise && !found;
         improvement = change > thr + 1e-12;
+        const char *what = like ? "the baseline's choice" : "the chosen configuration";
         if (c == b)
-            line_add(&l, "throughput of the chosen configuration is unchanged at %.1f samples/s", c);
+            line_add(&l, "throughput of %s is unchanged at %.1f samples/s", what, c);
         else
-            line_add(&l, "throughput of the chosen configuration %s %.1f%%, from %.1f to %.1f samples/s%s%g%%%s",
+            line_add(&l, "throughput of %s %s %.1f%%, from %.1f to %.1f samples/s%s%g%%%s", what,
                      change < 0 ? "fell" : "rose", fabs(change) * 100, b, c,
-                     regression ? ", more than the " : !improvement ? ", within the " : ", above the ",
+                     beyond ? ", more than the " : !improvement ? ", within the " : ", above the ",
                      thr * 100, " threshold");
+        if (noise)
+            line_add(&l, " but within the step times' measured spread (%.1f%%): not a regression",
+                     spread * 100);
+        else if (beyond && found)
+            line_add(&l, "; this run's choice, at %.1f samples/s, is as fast as the baseline's was",
+                     best_now);
     }
     if (has_c && has_b && !same_config(cb, bb)) {
         line_add(&l, "; the choice changed from ");
@@ -219,9 +278,11 @@ static int compare_throughput(json_t *changes, const json_t *cur, const json_t *
         line_add(&l, " to ");
         line_config(&l, cb);
     }
-    json_t *extra = json_pack("{s:o, s:o, s:o, s:o, s:o}", "baseline", num_or_null(b), "current",
-                              num_or_null(c), "change", num_or_null(change), "baseline_config",
-                              config_json(bb), "current_config", config_json(cb));
+    json_t *extra = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "baseline", num_or_null(b),
+                              "current", num_or_null(c), "change", num_or_null(change),
+                              "baseline_config", config_json(bb), "current_config", config_json(cb),
+                              "spread", num_or_null(has_c && has_b ? spread : NAN),
+                              "like_with_like", like);
     if (!extra)
         return -1;
     return add_change(changes, "throughput", &l, regression, improvement, extra);

@@ -29,6 +29,24 @@ static uint64_t fnv_str(uint64_t h, const char *s)
     return fnv(h, s, strlen(s) + 1); /* the NUL separates fields */
 }
 
+/* Mix in the content of path when it is a regular file of at most 16 MiB
+ * (a script, a small config); anything else leaves h as it is. */
+static uint64_t cache_hash_file(uint64_t h, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) || !S_ISREG(st.st_mode) || st.st_size > (16 << 20))
+        return h;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return h;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        h = fnv(h, buf, n);
+    fclose(f);
+    return h;
+}
+
 int cache_dir(char *out, size_t len)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
@@ -57,8 +75,15 @@ void cache_key_make(struct cache_key *k, char *const *command, const struct cfil
                     const struct space_opts *so, const char *gpu_fingerprint)
 {
     uint64_t h = 14695981039346656037ULL;
-    for (size_t i = 0; command[i]; i++)
+    for (size_t i = 0; command[i]; i++) {
         h = fnv_str(h, command[i]);
+        /* A file the command names (the training script, a data list):
+         * its content too, so that an edited script is searched afresh. */
+        h = cache_hash_file(h, command[i]);
+    }
+    /* The devices the run may use. */
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    h = fnv_str(h, vis ? vis : "-");
     h = fnv_str(h, "--config");
     if (config)
         h = fnv(h, config->orig, config->orig_len);

@@ -2217,6 +2217,7 @@ int main(int argc, char **argv)
     cache_key_make(&ck, plan.command, setup.have_config ? &setup.config : NULL, &so,
                    gpu.fingerprint);
     int cached = !plan.no_cache && cache_load(&ck, &space) > 0;
+    res.warm_start = cached;
     if (cached)
         progress_note(&pg, "warm start: confirming the boundaries cached from the last run "
                            "(--no-cache to search afresh)");

@@ -373,6 +373,8 @@ json_t *results_to_json(const struct results *r)
                      "preset", str_or_null(r->preset));
     if (doc) {
         json_object_set_new(doc, "teardown", str_or_null(r->teardown));
+        json_object_set_new(json_object_get(doc, "summary"), "warm_start",
+                            json_boolean(r->warm_start));
         json_t *space = json_object_get(doc, "space");
         json_object_set_new(space, "unit", json_string(r->unit ? r->unit : "samples"));
         json_object_set_new(space, "headroom", json_real(r->headroom));

@@ -93,6 +93,7 @@ struct results {
     long slots;              /**< trials run side by side (--gpus); 1 otherwise */
     long rounds;             /**< rounds of side-by-side trials; 0 without --gpus */
     long cancelled;          /**< side-by-side trials cancelled as pointless */
+    int warm_start;          /**< the search started from the cache's boundaries */
     size_t ngpus;
     struct results_trial *trials; size_t ntrials;
     struct results_cell *cells; size_t ncells;

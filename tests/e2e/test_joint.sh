@@ -81,6 +81,18 @@ assert_eq "$(jqr '.max_fit[0].micro_batch' "$WORK/w1.json")" "$(jqr '.max_fit[0]
 "$AUTOBATCH" --batch 1:4096 --json "$WORK/w4.json" -- "$SIMTRAIN" --capacity 40G >/dev/null 2>"$WORK/w4.err" \
   || fail "warm 4: exit $?"
 if grep -q "warm start" "$WORK/w4.err"; then fail "a different command used the cache"; fi
+assert_eq "false true false" "$(jqr '.summary.warm_start' "$WORK/w1.json") $(jqr '.summary.warm_start' \
+  "$WORK/w2.json") $(jqr '.summary.warm_start' "$WORK/w3.json")" "warm: summary.warm_start of runs 1-3"
+# the script's content and the visible devices are part of the key
+printf '#!/bin/sh\nexec "%s" --capacity 80G "$@"\n' "$SIMTRAIN" >"$WORK/warm.sh"
+chmod +x "$WORK/warm.sh"
+warm() { "$AUTOBATCH" --batch 1:4096 --json "$WORK/$1.json" -- "$WORK/warm.sh" >/dev/null 2>&1 \
+           || fail "$1: exit $?"; jqr '.summary.warm_start' "$WORK/$1.json"; }
+warm s1 >/dev/null
+assert_eq true "$(warm s2)" "warm: the same script again"
+echo "# edited" >>"$WORK/warm.sh"
+assert_eq false "$(warm s3)" "warm: an edited script"
+assert_eq false "$(CUDA_VISIBLE_DEVICES=1 warm s4)" "warm: other visible devices"
 pass "warm start: $(jqr '.summary.trials' "$WORK/w1.json") trials, then $(jqr '.summary.trials' "$WORK/w2.json")"
 
 # --- NVML through the fake library: GPUs in the results, peaks measured

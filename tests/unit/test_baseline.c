@@ -376,6 +376,94 @@ static void test_nothing_chosen(void **state)
     json_decref(base);
 }
 
+/* The fit trials of doc at (micro, accum, ckpt): samples/s and spread. */
+static void set_trial(json_t *doc, long micro, long accum, int ckpt, double sps, double spread)
+{
+    json_t *trials = json_object_get(doc, "trials");
+    for (size_t i = 0; i < json_array_size(trials); i++) {
+        json_t *t = json_array_get(trials, i);
+        if (json_integer_value(json_object_get(t, "micro_batch")) != micro ||
+            json_integer_value(json_object_get(t, "grad_accum")) != accum ||
+            json_is_true(json_object_get(t, "checkpointing")) != ckpt)
+            continue;
+        json_object_set_new(t, "samples_per_s", json_real(sps));
+        json_object_set_new(t, "step_time_s", json_real(0.1));
+        json_object_set_new(t, "step_time_mad_s", json_real(0.1 * spread));
+    }
+}
+
+/* A drop beyond the threshold but within the measured spread is noise. */
+static void test_within_spread(void **state)
+{
+    (void)state;
+    json_t *cur = fixture("results-h100.json"), *base = fixture("results-h100.json");
+    set_sps(base, 1000);
+    set_sps(cur, 920);
+    set_trial(cur, 256, 1, 0, 920, 0.12); /* this run's step times vary by 12% */
+    assert_int_equal(compare(cur, base, 0.05), 0);
+    json_t *t = change(cur, "throughput");
+    assert_true(json_is_false(json_object_get(t, "regression")));
+    assert_true(fabs(json_real_value(json_object_get(t, "spread")) - 0.12) < 1e-9);
+    assert_non_null(strstr(text(t), "within the step times' measured spread (12.0%)"));
+    json_decref(cur);
+    json_decref(base);
+    /* the same drop with steady step times is one */
+    cur = fixture("results-h100.json");
+    base = fixture("results-h100.json");
+    set_sps(base, 1000);
+    set_sps(cur, 920);
+    set_trial(cur, 256, 1, 0, 920, 0.01);
+    assert_int_equal(compare(cur, base, 0.05), 1);
+    json_decref(cur);
+    json_decref(base);
+}
+
+/* A choice that moved to a near-equal configuration is compared like with
+ * like: the baseline's configuration as measured in this run. */
+static void test_like_with_like(void **state)
+{
+    (void)state;
+    json_t *cur = fixture("results-h100.json"), *base = fixture("results-h100.json");
+    set_sps(base, 1000);
+    /* this run chose 128 at 940 (6% below the baseline's 1000 for 256), but
+     * measured 256 at 990 too: 256 did not regress, and 990 is found */
+    json_t *best = json_object_get(cur, "best");
+    json_object_set_new(best, "micro_batch", json_integer(128));
+    json_object_set_new(best, "samples_per_s", json_real(940));
+    set_trial(cur, 256, 1, 0, 990, 0.01);
+    assert_int_equal(compare(cur, base, 0.05), 0);
+    json_t *t = change(cur, "throughput");
+    assert_true(json_is_true(json_object_get(t, "like_with_like")));
+    assert_true(fabs(json_real_value(json_object_get(t, "current")) - 990) < 1e-9);
+    assert_non_null(strstr(text(t), "throughput of the baseline's choice fell 1.0%"));
+    json_decref(cur);
+    json_decref(base);
+    /* the baseline's configuration fell 10%, and nothing this run found is
+     * as fast as it was: a regression */
+    cur = fixture("results-h100.json");
+    base = fixture("results-h100.json");
+    set_sps(base, 1000);
+    best = json_object_get(cur, "best");
+    json_object_set_new(best, "micro_batch", json_integer(128));
+    json_object_set_new(best, "samples_per_s", json_real(930));
+    set_trial(cur, 256, 1, 0, 900, 0.01);
+    assert_int_equal(compare(cur, base, 0.05), 1);
+    json_decref(cur);
+    json_decref(base);
+    /* ... but when this run's choice is as fast as the baseline's was, not */
+    cur = fixture("results-h100.json");
+    base = fixture("results-h100.json");
+    set_sps(base, 1000);
+    best = json_object_get(cur, "best");
+    json_object_set_new(best, "micro_batch", json_integer(128));
+    json_object_set_new(best, "samples_per_s", json_real(1010));
+    set_trial(cur, 256, 1, 0, 900, 0.01);
+    assert_int_equal(compare(cur, base, 0.05), 0);
+    assert_non_null(strstr(text(change(cur, "throughput")), "is as fast as the baseline's was"));
+    json_decref(cur);
+    json_decref(base);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -444,6 +532,8 @@ int main(void)
         cmocka_unit_test(test_cells_added_removed),
         cmocka_unit_test(test_different_command),
         cmocka_unit_test(test_nothing_chosen),
+        cmocka_unit_test(test_within_spread),
+        cmocka_unit_test(test_like_with_like),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_load),
     };

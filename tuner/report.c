@@ -1137,19 +1137,29 @@ static int render_markdown(const struct rdoc *d, size_t max_bytes, char **out, s
 
 #define EVIDENCE_ATTR_MAX 500 /* bytes of evidence in a message="" attribute */
 
+/* A testcase is named by its configuration, not its trial number, so that
+ * CI history follows a size from one night to the next; a configuration
+ * run again (a re-test, a noisy finalist) is "(run 2)", ... */
 static void junit_trial(struct sbuf *b, const struct rdoc *d, const struct rtrial *t)
 {
-    char x[32], y[32], z[32];
-    sb_printf(b, "    <testcase name=\"trial %s: micro_batch=%s grad_accum=%s checkpointing=%s\" "
+    char x[32], y[32], z[32], again[32] = "";
+    int runs = 1;
+    for (const struct rtrial *o = d->t; o < t; o++)
+        runs += o->mb == t->mb && o->ga == t->ga && o->ckpt == t->ckpt;
+    if (runs > 1)
+        snprintf(again, sizeof again, " (run %d)", runs);
+    sb_printf(b, "    <testcase name=\"micro_batch=%s grad_accum=%s checkpointing=%s%s\" "
                  "classname=\"autobatch.grad_accum_%s.checkpointing_%s\" time=\"%.3f\"",
-              fmt_int(x, sizeof x, t->id), t->mb < 0 ? "null" : fmt_int(y, sizeof y, t->mb),
+              t->mb < 0 ? "null" : fmt_int(y, sizeof y, t->mb),
               t->ga < 0 ? "null" : fmt_int(z, sizeof z, t->ga), t->ckpt < 0 ? "null" : ckpt_word(t->ckpt),
-              t->ga < 0 ? "null" : z, t->ckpt < 0 ? "null" : ckpt_word(t->ckpt),
+              again, t->ga < 0 ? "null" : z, t->ckpt < 0 ? "null" : ckpt_word(t->ckpt),
               isnan(t->wall) || t->wall < 0 ? 0.0 : t->wall);
+    fmt_int(x, sizeof x, t->id);
     const char *elem = NULL, *why = NULL;
     switch (t->oc) {
     case OC_FIT:
-        sb_printf(b, ">\n      <system-out>fit: %s %s/s over %s measured steps, peak memory %s%s</system-out>\n"
+        sb_printf(b, ">\n      <system-out>trial %s: fit: ", x);
+        sb_printf(b, "%s %s/s over %s measured steps, peak memory %s%s</system-out>\n"
                      "    </testcase>\n",
                   fmt_rate(x, sizeof x, t->sps), d->unit, fmt_int(y, sizeof y, t->steps),
                   fmt_bytes(z, sizeof z, t->peak), t->chosen ? " (chosen)" : "");
@@ -1230,8 +1240,10 @@ static int render_junit(const struct rdoc *d, char **out, size_t *len, char *err
     struct sbuf b = SBUF_INIT, cmd = SBUF_INIT, line = SBUF_INIT;
     text_command(&cmd, d->command);
     sb_puts(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    /* <testsuites> takes no skipped="" in the common junit schema
+     * (tests/data/junit.xsd); <testsuite> does */
     sb_printf(&b, "<testsuites name=\"autobatch\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" "
-                  "skipped=\"%zu\" time=\"%.3f\">\n", tests, failures, errors, skipped, time);
+                  "time=\"%.3f\">\n", tests, failures, errors, time);
     sb_puts(&b, "  <testsuite name=\"autobatch: ");
     xml_esc(&b, cmd.p ? cmd.p : "", cmd.len, 1);
     sb_printf(&b, "\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\"",

@@ -126,13 +126,15 @@ chmod +x "$WORK/slow.sh"
 AUTOBATCH_SLURM_HEARTBEAT=3 "$AUTOBATCH" --launcher slurm --no-cache --preset hf --batch 1:8 \
   -- "$WORK/slow.sh" >"$WORK/killed.out" 2>&1 &
 ab=$!
-for _ in $(seq 100); do [ "$(squeue -h -t running -o '%j' | grep -c '^autobatch')" -ge 1 ] && break; sleep 0.1; done
-[ "$(running)" -ge 1 ] || fail "killed: no task started ($(tail -3 "$WORK/killed.out"))"
+# the task must be running (its watchdog with it) before autobatch dies
+for _ in $(seq 600); do [ "$(squeue -h -t running -o '%j' | grep -c '^autobatch')" -ge 1 ] && break; sleep 0.1; done
+[ "$(squeue -h -t running -o '%j' | grep -c '^autobatch')" -ge 1 ] \
+  || fail "killed: no task running after 60 s ($(squeue -h -t all -o '%i %T %r' | tail -3); $(tail -3 "$WORK/killed.out"))"
 kill -9 "$ab"
 wait "$ab" 2>/dev/null || true
 t0=$SECONDS
-while [ "$(running)" -gt 0 ] && [ $((SECONDS - t0)) -lt 40 ]; do sleep 0.5; done
-assert_eq 0 "$(running)" "killed: tasks still running $((SECONDS - t0)) s after autobatch was killed"
+while [ "$(running)" -gt 0 ] && [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.5; done
+[ "$(running)" -eq 0 ] || fail "killed: still queued or running $((SECONDS - t0)) s after autobatch was killed: $(squeue -h -t all -o '%i %T %r %M' | grep -v COMPLETED | tail -3)"
 pgrep -f "$SIMTRAIN" >/dev/null && fail "killed: a trainer process is still running"
 pass "killed: the orphaned task ended itself $((SECONDS - t0)) s after autobatch's SIGKILL"
 

@@ -169,7 +169,9 @@ static int slurm_keep_out(const char *kv)
 }
 
 /* The task script: the trial's directory, environment and command, and a
- * watchdog that ends it when autobatch's heartbeat stops. */
+ * watchdog that ends it when autobatch's heartbeat stops: the file not
+ * touched for the limit, or gone (a later autobatch swept the directory
+ * of a killed run). */
 static int slurm_write_task(const struct slurm_task *t, const char *path, const char *beat)
 {
     FILE *f = fopen(path, "w");
@@ -201,7 +203,7 @@ static int slurm_write_task(const struct slurm_task *t, const char *path, const 
     fputs("trap 'kill -TERM -- -$pid 2>/dev/null' TERM INT\nbeat=", f);
     slurm_quote(f, beat);
     fprintf(f, "\nwhile kill -0 \"$pid\" 2>/dev/null; do\n"
-               "  now=$(date +%%s); last=$(stat -c %%Y \"$beat\" 2>/dev/null || echo \"$now\")\n"
+               "  now=$(date +%%s); last=$(stat -c %%Y \"$beat\" 2>/dev/null || echo 0)\n"
                "  if [ $((now - last)) -gt %ld ]; then\n"
                "    echo \"autobatch: no heartbeat from autobatch for %ld s; ending the trial\" >&2\n"
                "    kill -TERM -- -\"$pid\" 2>/dev/null; sleep 5; kill -KILL -- -\"$pid\" 2>/dev/null\n"

@@ -132,9 +132,13 @@ for _ in $(seq 600); do [ "$(squeue -h -t running -o '%j' | grep -c '^autobatch'
   || fail "killed: no task running after 60 s ($(squeue -h -t all -o '%i %T %r' | tail -3); $(tail -3 "$WORK/killed.out"))"
 kill -9 "$ab"
 wait "$ab" 2>/dev/null || true
+# a later autobatch sweeps the killed run's directory, heartbeat file and
+# all (as other runs on a busy machine do): a task must take that as the
+# end too
+"$AUTOBATCH" --dry-run --batch 1:2 -- "$WORK/slow.sh" >/dev/null 2>&1 || fail "killed: the sweeping run failed"
 t0=$SECONDS
 while [ "$(running)" -gt 0 ] && [ $((SECONDS - t0)) -lt 60 ]; do sleep 0.5; done
-[ "$(running)" -eq 0 ] || fail "killed: still queued or running $((SECONDS - t0)) s after autobatch was killed: $(squeue -h -t all -o '%i %T %r %M' | grep -v COMPLETED | tail -3)"
+[ "$(running)" -eq 0 ] || fail "killed: still queued or running $((SECONDS - t0)) s after autobatch was killed: $(squeue -h -t all -o '%i %T %r %M' | grep -v COMPLETED | tail -3); autobatch said: $(tail -3 "$WORK/killed.out")"
 pgrep -f "$SIMTRAIN" >/dev/null && fail "killed: a trainer process is still running"
 pass "killed: the orphaned task ended itself $((SECONDS - t0)) s after autobatch's SIGKILL"
 

@@ -871,6 +871,28 @@ static void md_regression_gate(struct md *m, const struct rdoc *d)
         sb_puts(b, "\nNothing changed.\n");
 }
 
+/* Frontier points by peak memory (then micro-batch), or by micro-batch
+ * when memory was not measured; faster first on a tie. */
+static int cmp_point_key(const struct rpoint *a, const struct rpoint *b, int mem)
+{
+    double ka = mem ? a->peak : (double)a->mb, kb = mem ? b->peak : (double)b->mb;
+    if (ka != kb)
+        return ka < kb ? -1 : 1;
+    if (a->mb != b->mb)
+        return a->mb < b->mb ? -1 : 1;
+    return (a->sps < b->sps) - (a->sps > b->sps);
+}
+
+static int cmp_point_mem(const void *x, const void *y)
+{
+    return cmp_point_key(*(const struct rpoint *const *)x, *(const struct rpoint *const *)y, 1);
+}
+
+static int cmp_point_mb(const void *x, const void *y)
+{
+    return cmp_point_key(*(const struct rpoint *const *)x, *(const struct rpoint *const *)y, 0);
+}
+
 static void md_build(struct md *m, const struct rdoc *d)
 {
     struct sbuf *b = &m->cur, line = SBUF_INIT;
@@ -979,9 +1001,15 @@ static void md_build(struct md *m, const struct rdoc *d)
                   d->mem_axis ? "peak memory" : "micro-batch (peak memory was not measured)");
         sb_printf(b, "| micro-batch | grad-accum | checkpointing | %s/s | peak memory | |\n"
                      "|---:|---:|:---|---:|---:|:---|\n", d->unit);
+        /* along the memory axis, the way the frontier is read */
+        const struct rpoint **order = malloc(d->nf * sizeof *order);
+        for (size_t i = 0; order && i < d->nf; i++)
+            order[i] = &d->f[i];
+        if (order)
+            qsort(order, d->nf, sizeof *order, d->mem_axis ? cmp_point_mem : cmp_point_mb);
         int id = md_table_begin(m, "frontier points");
         for (size_t i = 0; i < d->nf; i++) {
-            const struct rpoint *p = &d->f[i];
+            const struct rpoint *p = order ? order[i] : &d->f[i];
             int chosen = d->has_best && p->mb == d->best.mb && p->ga == d->best.ga &&
                          p->ckpt == d->best.ckpt;
             sb_printf(&line, "| %s | %s | %s | %s | %s | %s|\n", fmt_int(x, sizeof x, p->mb),
@@ -990,6 +1018,7 @@ static void md_build(struct md *m, const struct rdoc *d)
             md_row_end(m, id, &line);
         }
         md_table_end(m, id);
+        free(order);
     }
 
     if (d->nx) {
@@ -1012,6 +1041,8 @@ static void md_build(struct md *m, const struct rdoc *d)
     if (!d->nt) {
         sb_puts(b, "No trial ran.\n");
     } else {
+        /* folded: a GitHub step summary shows the answer first */
+        sb_printf(b, "<details><summary>%zu trial%s</summary>\n\n", d->nt, d->nt == 1 ? "" : "s");
         sb_printf(b, "| # | micro-batch | grad-accum | checkpointing | outcome | %s/s | peak memory | time | notes |\n"
                      "|---:|---:|---:|:---|:---|---:|---:|---:|:---|\n", d->unit);
         int id = md_table_begin(m, "trials");
@@ -1044,6 +1075,7 @@ static void md_build(struct md *m, const struct rdoc *d)
             md_row_end(m, id, &line);
         }
         md_table_end(m, id);
+        sb_puts(b, "\n</details>\n");
     }
     md_flush(m);
     sb_release(&line);

@@ -44,7 +44,7 @@ static const char *const report_md_lines[] = {
     "# autobatch results", "**Chosen:** ", "**No configuration", "The command failed in trial ",
     "- ", "The search was interrupted", "## ", "**Regression** against ", "No regression against ",
     "> **Different command:**", "Nothing changed.", "Throughput against ", "Empty: no trial fitted.",
-    "Sizes that failed", "No trial ran.", "_", NULL,
+    "Sizes that failed", "No trial ran.", "_", "<details><summary>", "</details>", NULL,
 };
 
 static const char *const matrix_md_lines[] = {

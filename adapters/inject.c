@@ -315,14 +315,15 @@ static int inject_copy(const struct inject_ctx *ctx, enum knob_via which, const 
     return 0;
 }
 
-/* Put dir first on the environment's PYTHONPATH. */
-static int inject_pythonpath(struct strvec *env, const char *dir)
+int inject_env_prepend(struct strvec *env, const char *name, const char *item)
 {
+    size_t len = strlen(name);
     for (size_t i = 0; i < env->n; i++)
-        if (!strncmp(env->v[i], "PYTHONPATH=", 11))
-            return env->v[i][11] ? strvec_replacef(env, i, "PYTHONPATH=%s:%s", dir, env->v[i] + 11)
-                                 : strvec_replacef(env, i, "PYTHONPATH=%s", dir);
-    return strvec_pushf(env, "PYTHONPATH=%s", dir);
+        if (!strncmp(env->v[i], name, len) && env->v[i][len] == '=')
+            return env->v[i][len + 1]
+                       ? strvec_replacef(env, i, "%s=%s:%s", name, item, env->v[i] + len + 1)
+                       : strvec_replacef(env, i, "%s=%s", name, item);
+    return strvec_pushf(env, "%s=%s", name, item);
 }
 
 int inject_mirror_cwd(const char *dir, const char *except)
@@ -377,7 +378,7 @@ int inject_build(const struct inject_ctx *ctx, char *const *cmd, char *const *en
         goto fail;
     if (ctx->probe_path && strvec_pushf(&t->env, "AUTOBATCH_PROBE=%s", ctx->probe_path))
         goto fail;
-    if (ctx->probe_dir && inject_pythonpath(&t->env, ctx->probe_dir))
+    if (ctx->probe_dir && inject_env_prepend(&t->env, "PYTHONPATH", ctx->probe_dir))
         goto fail;
     if (ctx->workdir && p->config_fixed) {
         if (inject_mirror_cwd(ctx->workdir, p->config_fixed)) {

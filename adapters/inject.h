@@ -76,6 +76,10 @@ struct inject_trial {
 };
 #define INJECT_TRIAL_INIT { STRVEC_INIT, STRVEC_INIT, NULL, NULL, NULL }
 
+/** Put item first on the environment's colon-separated list NAME
+ *  (PYTHONPATH, LD_PRELOAD), adding NAME when absent.  Returns 0 or -1. */
+int inject_env_prepend(struct strvec *env, const char *name, const char *item);
+
 /**
  * Build a trial.  Returns 0, or -1 with a one-line reason in err (a key
  * the config lacks, a config the command does not name, no memory); on

@@ -229,8 +229,6 @@ static int compare_throughput(json_t *changes, const json_t *cur, const json_t *
             c = cs;
             like = 1;
         }
-        if (same_config(cb, bb))
-            config_speed(cur, cb, &sc);
         spread = sb > sc ? sb : sc;
     }
     if (!has_c) {

@@ -879,20 +879,6 @@ static void ab_flush_output(void)
     outq_finish(2.0);
 }
 
-/* s for a POSIX shell, quoted only when it needs it. */
-static void ab_shell_word(FILE *f, const char *s)
-{
-    if (*s && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+@%")
-                  == strlen(s)) {
-        fputs(s, f);
-        return;
-    }
-    fputc('\'', f);
-    for (; *s; s++)
-        fputs(*s == '\'' ? "'\\''" : (char[]){ *s, 0 }, f);
-    fputc('\'', f);
-}
-
 /*
  * --dry-run: each cell's first trial as it would run (its command line,
  * the environment it gets beyond ours, its working directory), nothing
@@ -931,13 +917,13 @@ static int ab_dry_run(struct inject_ctx *ctx, const struct plan *plan, const str
                 continue;
             size_t eq = strcspn(t.env.v[k], "=");
             printf("%.*s=", (int)eq, t.env.v[k]);
-            ab_shell_word(stdout, t.env.v[k] + eq + (t.env.v[k][eq] == '='));
+            strvec_shell_word(stdout, t.env.v[k] + eq + (t.env.v[k][eq] == '='));
             putchar(' ');
             putchar('\\');
             putchar('\n');
         }
         for (size_t k = 0; k < t.argv.n; k++) {
-            ab_shell_word(stdout, t.argv.v[k]);
+            strvec_shell_word(stdout, t.argv.v[k]);
             putchar(k + 1 < t.argv.n ? ' ' : '\n');
         }
         if (t.tmp_config)
@@ -956,23 +942,6 @@ struct ab_slot {
     char devices[128];        /* CUDA_VISIBLE_DEVICES: UUIDs, or indices */
     unsigned long long mask;  /* NVML indices, for sampling */
 };
-
-
-/* 1 when `cmd` is an executable in PATH. */
-static int ab_in_path(const char *cmd)
-{
-    const char *path = getenv("PATH");
-    char buf[PATH_MAX];
-    for (const char *p = path ? path : ""; p && *p;) {
-        const char *c = strchr(p, ':');
-        size_t len = c ? (size_t)(c - p) : strlen(p);
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)len, p, cmd);
-        if (!access(buf, X_OK))
-            return 1;
-        p = c ? c + 1 : NULL;
-    }
-    return 0;
-}
 
 /* Count the entries of a comma-separated list. */
 static size_t ab_list_count(const char *s)
@@ -1322,16 +1291,6 @@ static int ab_env_set(struct strvec *env, const char *name, const char *value)
     return strvec_pushf(env, "%s=%s", name, value);
 }
 
-/* The value of NAME in a trial's environment, or NULL. */
-static const char *ab_env_get(const struct strvec *env, const char *name)
-{
-    size_t len = strlen(name);
-    for (size_t i = 0; i < env->n; i++)
-        if (!strncmp(env->v[i], name, len) && env->v[i][len] == '=')
-            return env->v[i] + len + 1;
-    return NULL;
-}
-
 /* The trial's devices, the emulated memory and the Slurm job step. */
 static int ab_job_env(const struct ab_run *r, struct ab_job *j)
 {
@@ -1352,12 +1311,7 @@ static int ab_job_env(const struct ab_run *r, struct ab_job *j)
         snprintf(n, sizeof n, "%llu", (unsigned long long)plan->emulate_bytes);
         rc |= ab_env_set(env, "AUTOBATCH_EMULATE_GPU_MEMORY", n);
         if (r->emulate_lib) {
-            const char *old = ab_env_get(env, "LD_PRELOAD");
-            char *pre = NULL;
-            if (old && *old)
-                rc |= asprintf(&pre, "%s:%s", r->emulate_lib, old) < 0;
-            rc |= ab_env_set(env, "LD_PRELOAD", pre ? pre : r->emulate_lib);
-            free(pre);
+            rc |= inject_env_prepend(env, "LD_PRELOAD", r->emulate_lib);
         } else {
             rc |= ab_env_set(env, "AUTOBATCH_EMULATE_METHOD", "probe");
         }
@@ -2150,11 +2104,11 @@ int main(int argc, char **argv)
             split = ab_per_model(argc, argv, &plan, &gpu);
         else if (nslots < 0)
             bad = why;
-        else if (slurm && getenv("SLURM_JOB_ID") && !ab_in_path("srun"))
+        else if (slurm && getenv("SLURM_JOB_ID") && !cli_in_path("srun"))
             bad = "--launcher slurm: srun is not in PATH; run inside a Slurm allocation or use "
                   "--launcher local";
         else if (slurm && !getenv("SLURM_JOB_ID") &&
-                 (!ab_in_path("sbatch") || !ab_in_path("scontrol") || !ab_in_path("scancel")))
+                 (!cli_in_path("sbatch") || !cli_in_path("scontrol") || !cli_in_path("scancel")))
             bad = "--launcher slurm: sbatch, scontrol and scancel must be in PATH to submit "
                   "trials from here; run on a login node or use --launcher local";
         else if (nslots > 1 && plan.replay)

@@ -138,19 +138,6 @@ long slurm_alloc_gpus(void)
     return strtol(end, NULL, 10);
 }
 
-/* s in single quotes for bash. */
-static void slurm_quote(FILE *f, const char *s)
-{
-    fputc('\'', f);
-    for (; *s; s++) {
-        if (*s == '\'')
-            fputs("'\\''", f);
-        else
-            fputc(*s, f);
-    }
-    fputc('\'', f);
-}
-
 /* Variables the task must take from Slurm, not from the login node. */
 static int slurm_keep_out(const char *kv)
 {
@@ -184,24 +171,24 @@ static int slurm_write_task(const struct slurm_task *t, const char *path, const 
     fputs("#!/bin/bash\n# autobatch: one trial, as a task of a Slurm job array\n", f);
     if (dir) {
         fputs("cd -- ", f);
-        slurm_quote(f, dir);
+        strvec_shell_word(f, dir);
         fputs(" || exit 1\n", f);
     }
     for (size_t i = 0; t->envp[i]; i++) {
         if (slurm_keep_out(t->envp[i]))
             continue;
         fputs("export ", f);
-        slurm_quote(f, t->envp[i]);
+        strvec_shell_word(f, t->envp[i]);
         fputc('\n', f);
     }
     fputs("setsid", f);
     for (size_t i = 0; i < t->argv->n; i++) {
         fputc(' ', f);
-        slurm_quote(f, t->argv->v[i]);
+        strvec_shell_word(f, t->argv->v[i]);
     }
     fputs(" &\npid=$!\n", f);
     fputs("trap 'kill -TERM -- -$pid 2>/dev/null' TERM INT\nbeat=", f);
-    slurm_quote(f, beat);
+    strvec_shell_word(f, beat);
     fprintf(f, "\nwhile kill -0 \"$pid\" 2>/dev/null; do\n"
                "  now=$(date +%%s); last=$(stat -c %%Y \"$beat\" 2>/dev/null || echo 0)\n"
                "  if [ $((now - last)) -gt %ld ]; then\n"
@@ -244,7 +231,7 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
         char script[4300];
         snprintf(script, sizeof script, "%s/task.sh", tasks[i].dir);
         fprintf(f, "%zu) exec bash ", i);
-        slurm_quote(f, script);
+        strvec_shell_word(f, script);
         fputs(" ;;\n", f);
     }
     fputs("esac\nexit 1\n", f);

@@ -10,6 +10,7 @@
 #define AB_STRVEC_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 struct strvec {
     char **v;     /**< NULL-terminated once anything was pushed */
@@ -32,5 +33,9 @@ int strvec_replacef(struct strvec *sv, size_t i, const char *fmt, ...)
 /** Remove element i. */
 void strvec_remove(struct strvec *sv, size_t i);
 void strvec_release(struct strvec *sv);
+
+/** s as one word for a POSIX shell: as it is when it needs no quoting,
+ *  else in single quotes. */
+void strvec_shell_word(FILE *f, const char *s);
 
 #endif

@@ -124,11 +124,15 @@ int cache_load(const struct cache_key *k, struct space *sp)
                        json_is_true(json_object_get(c, "checkpointing")),
                        (long)json_integer_value(mf),
                        json_is_integer(fail) ? (long)json_integer_value(fail) : -1);
-            json_t *fast = json_object_get(c, "fastest");
+            json_t *fast = json_object_get(c, "fastest"), *near = json_object_get(c, "near");
+            long nv[2] = { -1, -1 };
+            for (size_t j = 0; j < 2 && j < json_array_size(near); j++)
+                if (json_is_integer(json_array_get(near, j)))
+                    nv[j] = (long)json_integer_value(json_array_get(near, j));
             if (json_is_integer(fast) && json_integer_value(fast) > 0)
                 space_seed_fastest(sp, (long)json_integer_value(json_object_get(c, "grad_accum")),
                                    json_is_true(json_object_get(c, "checkpointing")),
-                                   (long)json_integer_value(fast));
+                                   (long)json_integer_value(fast), nv);
             seeded++;
         }
     }
@@ -163,12 +167,17 @@ int cache_save(const struct cache_key *k, const struct space *sp)
         long mf = search_max_fit(&c->search), fail = search_min_fail(&c->search);
         if (mf < 0 || c->state == CELL_SKIPPED)
             continue;
-        long fast = space_fastest(c);
-        json_array_append_new(cells, json_pack("{s:I, s:b, s:I, s:o, s:o}", "grad_accum",
+        long fast = space_fastest(c), near[2];
+        space_fastest_near(c, near);
+        json_t *jn = json_array();
+        for (int j = 0; j < 2; j++)
+            json_array_append_new(jn, near[j] > 0 ? json_integer(near[j]) : json_null());
+        json_array_append_new(cells, json_pack("{s:I, s:b, s:I, s:o, s:o, s:o}", "grad_accum",
                                                (json_int_t)c->grad_accum, "checkpointing",
                                                c->checkpointing, "max_fit", (json_int_t)mf,
                                                "min_fail", fail >= 0 ? json_integer(fail) : json_null(),
-                                               "fastest", fast > 0 ? json_integer(fast) : json_null()));
+                                               "fastest", fast > 0 ? json_integer(fast) : json_null(),
+                                               "near", jn));
     }
     json_t *doc = json_pack("{s:s, s:s, s:o}", "schema", "autobatch.cache/1", "key", k->hex,
                             "cells", cells);

@@ -8,7 +8,10 @@
  * the batch grid and the world size.  A later run with the same key tries
  * the cached largest fit and smallest failure of each cell first; when
  * both come out as before, that cell's boundary is confirmed in two
- * trials instead of a search.  Any change to the inputs changes the key,
+ * trials instead of a search; then the cell's fastest measured size and
+ * the measured sizes next to it (the old choice and its neighbours) are
+ * measured again, so a warm start compares the same configurations.  Any
+ * change to the inputs changes the key,
  * so a stale boundary is never trusted; a boundary that moved anyway is
  * caught by the two confirming trials and searched afresh.
  *

@@ -42,6 +42,7 @@ int space_init(struct space *sp, const struct space_opts *o, char *err, size_t e
             c->fixed_micro = -1;
             c->seeds[0] = c->seeds[1] = -1;
             c->seed_max_fit = c->seed_fastest = -1;
+            c->seed_near[0] = c->seed_near[1] = -1;
             long lo = o->batch_min, hi = o->batch_max, step = o->batch_step;
             if (o->global_batch > 0) {
                 long per = c->grad_accum * world;
@@ -366,9 +367,14 @@ static long space_points_next(const struct space *sp, const struct cell *c, long
         return best < mf && !search_tried(&c->search, best) ? best : 0;
     if (space_cannot_win(sp, c, mf))
         return 0; /* no size of this cell can beat the fastest point */
-    if (c->seed_fastest > 0 && c->seed_max_fit == mf) /* a confirmed warm start */
-        return c->seed_fastest < mf && !search_tried(&c->search, c->seed_fastest)
-               ? c->seed_fastest : 0;
+    if (c->seed_fastest > 0 && c->seed_max_fit == mf) {
+        /* A confirmed warm start: the old choice and its neighbours. */
+        long want[3] = { c->seed_fastest, c->seed_near[0], c->seed_near[1] };
+        for (int i = 0; i < 3; i++)
+            if (want[i] > 0 && want[i] < mf && !search_tried(&c->search, want[i]))
+                return want[i];
+        return 0;
+    }
     return space_knee_next(sp, c, mf);
 }
 
@@ -562,12 +568,31 @@ void space_seed(struct space *sp, long grad_accum, int checkpointing, long max_f
     }
 }
 
-void space_seed_fastest(struct space *sp, long grad_accum, int checkpointing, long fastest)
+void space_seed_fastest(struct space *sp, long grad_accum, int checkpointing, long fastest,
+                        const long near[2])
 {
     for (size_t i = 0; i < sp->ncells; i++) {
         struct cell *c = &sp->cells[i];
-        if (c->grad_accum == grad_accum && c->checkpointing == checkpointing)
+        if (c->grad_accum == grad_accum && c->checkpointing == checkpointing) {
             c->seed_fastest = fastest;
+            c->seed_near[0] = near[0];
+            c->seed_near[1] = near[1];
+        }
+    }
+}
+
+void space_fastest_near(const struct cell *c, long near[2])
+{
+    long fast = space_fastest(c);
+    near[0] = near[1] = -1;
+    for (size_t i = 0; fast > 0 && i < c->search.nprobes; i++) {
+        const struct search_probe *p = &c->search.probes[i];
+        if (p->inferred || !p->fit || p->speed <= 0)
+            continue;
+        if (p->value < fast && p->value > near[0])
+            near[0] = p->value;
+        if (p->value > fast && (near[1] < 0 || p->value < near[1]))
+            near[1] = p->value;
     }
 }
 

@@ -64,6 +64,7 @@ struct cell {
     int pruned;              /**< its search stopped: it could not beat the fastest point */
     long seed_max_fit;       /**< the cached max-fit; -1 none */
     long seed_fastest;       /**< the cached fastest micro-batch; -1 none */
+    long seed_near[2];       /**< the cached sizes measured next to it, below and above; -1 none */
     long remeasured;         /**< the max-fit measured again alone (shared_speeds); 0 none */
 };
 
@@ -126,13 +127,22 @@ void space_record(struct space *sp, size_t cell, const struct search_obs *obs);
 void space_seed(struct space *sp, long grad_accum, int checkpointing, long max_fit, long min_fail);
 
 /**
- * Seed a cell with the cached fastest micro-batch: when the cached
- * boundary is confirmed, it is the cell's one throughput point (the knee
- * is not searched again).
+ * Seed a cell with the cached fastest micro-batch and the measured sizes
+ * next to it (near[0] below, near[1] above; -1 none): when the cached
+ * boundary is confirmed, these are the cell's throughput points, the old
+ * choice and its neighbours measured again (the knee is not searched
+ * again).  A size that no longer fits is skipped.
  */
-void space_seed_fastest(struct space *sp, long grad_accum, int checkpointing, long fastest);
+void space_seed_fastest(struct space *sp, long grad_accum, int checkpointing, long fastest,
+                        const long near[2]);
 
 /** The micro-batch of the cell's fastest measured fit; -1 none. */
 long space_fastest(const struct cell *c);
+
+/**
+ * The sizes with a measured speed next to the cell's fastest: near[0]
+ * the largest below it, near[1] the smallest above it; -1 none.
+ */
+void space_fastest_near(const struct cell *c, long near[2]);
 
 #endif

@@ -70,10 +70,21 @@ pass "noisy finalists: margin $(jqr '.choice.margin' "$WORK/noisy.json"), spread
 grep -q "warm start" "$WORK/w2.err" || fail "warm 2: no warm start"
 assert_eq "$(jqr '.max_fit[0].micro_batch' "$WORK/w1.json")" "$(jqr '.max_fit[0].micro_batch' "$WORK/w2.json")" \
   "warm: same boundary"
-# two to confirm the boundary, one for the cached fastest size (and, when
-# step times were noisy, the two finalists measured again)
-[ "$(jqr '[.trials[] | select(.retest | not)] | length' "$WORK/w2.json")" -le 3 ] \
+# two to confirm the boundary, the cached fastest size and the sizes
+# measured next to it (and, when step times were noisy, the two finalists
+# measured again)
+[ "$(jqr '[.trials[] | select(.retest | not)] | length' "$WORK/w2.json")" -le 5 ] \
   || fail "warm: $(jqr '.summary.trials' "$WORK/w2.json") trials"
+# the old choice and its measured neighbours below the max-fit are measured again
+want=$(jq -r --slurpfile w1 "$WORK/w1.json" -n '
+  [$w1[0].trials[] | select(.outcome == "fit" and .samples_per_s != null) | .micro_batch] | unique as $m
+  | ($w1[0].best.micro_batch) as $c | ($m | index($c)) as $i
+  | [$c, (if $i > 0 then $m[$i-1] else empty end), (if $i + 1 < ($m|length) then $m[$i+1] else empty end)]
+  | map(select(. <= $w1[0].max_fit[0].micro_batch)) | sort | map(tostring) | join(" ")')
+got=$(jqr '[.trials[] | select(.outcome == "fit") | .micro_batch] | unique | map(tostring) | join(" ")' "$WORK/w2.json")
+for m in $want; do
+  case " $got " in *" $m "*) ;; *) fail "warm: $m (old choice or its neighbour) not measured again: $got";; esac
+done
 "$AUTOBATCH" --quiet --no-cache --batch 1:4096 --json "$WORK/w3.json" -- "$SIMTRAIN" --capacity 80G \
   >/dev/null 2>&1 || fail "no-cache: exit $?"
 [ "$(jqr '.summary.trials' "$WORK/w3.json")" -gt 3 ] || fail "--no-cache still used the cache"

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 shift || true
 
-pkgs=(gcc make cmake pkg-config libyaml-dev libjansson-dev libcurl4-openssl-dev
+pkgs=(gcc make cmake pkg-config libyaml-dev libjansson-dev libcurl4-openssl-dev libssl-dev
       libcmocka-dev jq procps diffutils patch clang libclang-rt-dev python3-torch python3-yaml
       python3 chromium)
 missing=()

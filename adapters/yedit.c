@@ -26,6 +26,7 @@
  */
 #include "yedit.h"
 #include "errbuf.h"
+#include "sbuf.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -91,63 +92,11 @@ static bool is_digit(char c)
     return c >= '0' && c <= '9';
 }
 
-/* A growable byte buffer that frees itself when an append fails. */
-struct sbuf {
-    char *buf;
-    size_t len, alloc;
-    bool oom;
-};
-#define SBUF_INIT { NULL, 0, 0, false }
-
-static void sb_release(struct sbuf *b)
-{
-    free(b->buf);
-    b->buf = NULL;
-    b->len = b->alloc = 0;
-}
-
-static void sb_add(struct sbuf *b, const void *data, size_t n)
-{
-    if (b->oom)
-        return;
-    if (n > SIZE_MAX / 2 - b->len - 1) {
-        sb_release(b);
-        b->oom = true;
-        return;
-    }
-    if (b->len + n + 1 > b->alloc) {
-        size_t want = b->alloc ? b->alloc : 64;
-        while (want < b->len + n + 1)
-            want *= 2;
-        char *p = realloc(b->buf, want);
-        if (!p) {
-            sb_release(b);
-            b->oom = true;
-            return;
-        }
-        b->buf = p;
-        b->alloc = want;
-    }
-    if (n)
-        memcpy(b->buf + b->len, data, n);
-    b->len += n;
-    b->buf[b->len] = '\0';
-}
-
-static void sb_adds(struct sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
-static void sb_addc(struct sbuf *b, char c)
-{
-    sb_add(b, &c, 1);
-}
-
-static void sb_addrep(struct sbuf *b, char c, size_t n)
+/* Append n copies of c (indentation). */
+static void sb_putrep(struct sbuf *b, char c, size_t n)
 {
     while (n--)
-        sb_addc(b, c);
+        sb_putc(b, c);
 }
 
 /* ------------------------------------------------------------------ */
@@ -796,20 +745,20 @@ static bool plain_safe(const char *v, size_t n, bool in_flow)
 
 static void quote_single(struct sbuf *b, const char *v, size_t n)
 {
-    sb_addc(b, '\'');
+    sb_putc(b, '\'');
     for (size_t i = 0; i < n; i++) {
         if (v[i] == '\'')
-            sb_addc(b, '\'');
-        sb_addc(b, v[i]);
+            sb_putc(b, '\'');
+        sb_putc(b, v[i]);
     }
-    sb_addc(b, '\'');
+    sb_putc(b, '\'');
 }
 
 /* Double-quote v with YAML escapes; false when v is not valid UTF-8. */
 static bool quote_double(struct sbuf *b, const char *v, size_t n)
 {
     const unsigned char *s = (const unsigned char *)v;
-    sb_addc(b, '"');
+    sb_putc(b, '"');
     for (size_t i = 0; i < n;) {
         uint32_t cp;
         size_t l = u8_decode(s + i, n - i, &cp);
@@ -839,12 +788,12 @@ static bool quote_double(struct sbuf *b, const char *v, size_t n)
             }
         }
         if (esc)
-            sb_adds(b, esc);
+            sb_puts(b, esc);
         else
-            sb_add(b, v + i, l);
+            sb_put(b, v + i, l);
         i += l;
     }
-    sb_addc(b, '"');
+    sb_putc(b, '"');
     return true;
 }
 
@@ -875,7 +824,7 @@ static enum cedit_status spell_write(struct spelling *sp, char *err, size_t errl
         }
         break;
     default:
-        sb_add(&sp->text, sp->val, sp->vlen);
+        sb_put(&sp->text, sp->val, sp->vlen);
     }
     if (sp->text.oom)
         return nomem(err, errlen);
@@ -1293,7 +1242,7 @@ static enum cedit_status edit_replace(const struct ystream *s, const char *doc, 
             pad++;
         if (pad && ve + pad < len && doc[ve + pad] == '#' && comment_aligned(doc, len, ve + pad)) {
             size_t oldw = u8_count(doc + vs, ve - vs);
-            size_t neww = u8_count(sp.text.buf, sp.text.len) + (space ? 1 : 0);
+            size_t neww = u8_count(sp.text.p, sp.text.len) + (space ? 1 : 0);
             realign = true;
             if (neww >= oldw)
                 newpad = pad > neww - oldw ? pad - (neww - oldw) : 1;
@@ -1303,27 +1252,27 @@ static enum cedit_status edit_replace(const struct ystream *s, const char *doc, 
     }
 
     struct sbuf o = SBUF_INIT;
-    sb_add(&o, doc, vs);
+    sb_put(&o, doc, vs);
     if (space)
-        sb_addc(&o, ' ');
-    sb_add(&o, sp.text.buf, sp.text.len);
+        sb_putc(&o, ' ');
+    sb_put(&o, sp.text.p, sp.text.len);
     if (realign) {
-        sb_addrep(&o, ' ', newpad);
-        sb_add(&o, doc + ve + pad, len - ve - pad);
+        sb_putrep(&o, ' ', newpad);
+        sb_put(&o, doc + ve + pad, len - ve - pad);
     } else {
-        sb_add(&o, doc + ve, len - ve);
+        sb_put(&o, doc + ve, len - ve);
     }
     if (o.oom) {
         spelling_release(&sp);
         return nomem(err, errlen);
     }
-    st = verify(s, doc, len, o.buf, o.len, loc->node, NULL, &sp, err, errlen);
+    st = verify(s, doc, len, o.p, o.len, loc->node, NULL, &sp, err, errlen);
     spelling_release(&sp);
     if (st != CEDIT_OK) {
         sb_release(&o);
         return st;
     }
-    *out = o.buf;
+    *out = o.p;
     *outlen = o.len;
     return CEDIT_OK;
 }
@@ -1370,7 +1319,7 @@ static enum cedit_status edit_insert(const struct ystream *s, const char *doc, s
     struct spelling vsp = { SBUF_INIT, NULL, 0, "", YAML_PLAIN_SCALAR_STYLE };
     enum cedit_status st = spell_key(&ks, kname, klen, loc->in_flow, err, errlen);
     /* libyaml reads a key only up to 1024 characters long. */
-    if (st == CEDIT_OK && u8_count(ks.text.buf, ks.text.len) > 1000)
+    if (st == CEDIT_OK && u8_count(ks.text.p, ks.text.len) > 1000)
         st = failf(err, errlen, CEDIT_BAD_KEY, "key component '%.40s...' is too long for yaml",
                    kname);
     if (st == CEDIT_OK)
@@ -1398,12 +1347,12 @@ static enum cedit_status edit_insert(const struct ystream *s, const char *doc, s
                 at = lv->start; /* "{a: }": at the brace */
             }
         }
-        sb_add(&o, doc, at);
-        sb_adds(&o, sep);
-        sb_add(&o, ks.text.buf, ks.text.len);
-        sb_adds(&o, ": ");
-        sb_add(&o, vsp.text.buf, vsp.text.len);
-        sb_add(&o, doc + at, len - at);
+        sb_put(&o, doc, at);
+        sb_puts(&o, sep);
+        sb_put(&o, ks.text.p, ks.text.len);
+        sb_puts(&o, ": ");
+        sb_put(&o, vsp.text.p, vsp.text.len);
+        sb_put(&o, doc + at, len - at);
     } else {
         /* A new line after the line where the mapping's last value ends. */
         size_t col = s->ev[pi + 1].e.start_mark.column;
@@ -1412,30 +1361,30 @@ static enum cedit_status edit_insert(const struct ystream *s, const char *doc, s
         const char *eol = file_eol(doc, len);
         bool at_eof = le == len;
         size_t at = at_eof ? len : skip_break(doc, len, le);
-        sb_add(&o, doc, at);
+        sb_put(&o, doc, at);
         if (at_eof)
-            sb_adds(&o, eol);
-        sb_addrep(&o, ' ', col);
-        sb_add(&o, ks.text.buf, ks.text.len);
-        sb_adds(&o, ": ");
-        sb_add(&o, vsp.text.buf, vsp.text.len);
+            sb_puts(&o, eol);
+        sb_putrep(&o, ' ', col);
+        sb_put(&o, ks.text.p, ks.text.len);
+        sb_puts(&o, ": ");
+        sb_put(&o, vsp.text.p, vsp.text.len);
         if (!at_eof)
-            sb_adds(&o, eol);
-        sb_add(&o, doc + at, len - at);
+            sb_puts(&o, eol);
+        sb_put(&o, doc + at, len - at);
     }
     if (o.oom) {
         spelling_release(&ks);
         spelling_release(&vsp);
         return nomem(err, errlen);
     }
-    st = verify(s, doc, len, o.buf, o.len, m, &ks, &vsp, err, errlen);
+    st = verify(s, doc, len, o.p, o.len, m, &ks, &vsp, err, errlen);
     spelling_release(&ks);
     spelling_release(&vsp);
     if (st != CEDIT_OK) {
         sb_release(&o);
         return st;
     }
-    *out = o.buf;
+    *out = o.p;
     *outlen = o.len;
     return CEDIT_OK;
 }

@@ -16,6 +16,8 @@ test uses a path of its own (/flaky/sig, /flaky/2 ...):
   /ratelimit/...  429 with Retry-After: 1 the first time, then 200
   /date/...       503 with Retry-After as an HTTP date 2 s ahead (whole
                   seconds, so at least 1 s ahead), then 200
+  /stale/...      503 with Retry-After: 1, then 503 without one, then 200
+  /garbage/...    503 with Retry-After: soon the first time, then 200
   /slow/...       sleeps 3 s, then 200 (longer than the client's timeout)
   /bad/...        400 "invalid_payload"
   /redirect/...   302 to /ok/
@@ -29,6 +31,7 @@ Python's standard library only; binds 127.0.0.1 only.
 """
 import email.utils
 import json
+import os
 import sys
 import threading
 import time
@@ -81,7 +84,8 @@ class Handler(BaseHTTPRequestHandler):
             "headers": {k.lower(): v for k, v in self.headers.items()},
             "body": body.decode("utf-8", "replace"),
         })
-        first = st.count(self.path) == 0
+        n = st.count(self.path)     # requests to this path before this one
+        first = n == 0
         kind = self.path.split("/")[1] if self.path.startswith("/") else ""
         if kind == "ok":
             self.reply(200, b"ok")
@@ -99,6 +103,16 @@ class Handler(BaseHTTPRequestHandler):
             if first:
                 when = email.utils.formatdate(int(time.time()) + 2, usegmt=True)
                 self.reply(503, b"maintenance", [("Retry-After", when)])
+            else:
+                self.reply(200, b"ok")
+        elif kind == "stale":
+            if n < 2:
+                self.reply(503, b"busy", [("Retry-After", "1")] if n == 0 else [])
+            else:
+                self.reply(200, b"ok")
+        elif kind == "garbage":
+            if first:
+                self.reply(503, b"busy", [("Retry-After", "soon")])
             else:
                 self.reply(200, b"ok")
         elif kind == "slow":
@@ -155,7 +169,10 @@ def main():
     timer.start()
     if watch_stdin:
         def watch():
-            while sys.stdin.buffer.read(4096):
+            # os.read, not sys.stdin: a daemon thread blocked in the
+            # buffered reader holds its lock, and the interpreter aborts
+            # with "could not acquire lock" when it exits (SIGTERM, /shutdown).
+            while os.read(0, 4096):
                 pass
             shutdown()
         threading.Thread(target=watch, daemon=True).start()

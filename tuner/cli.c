@@ -26,7 +26,7 @@ enum opt_id {
     O_EMULATE_WITH, O_EVENTS,
     O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_GRAD_ACCUM, O_LAUNCHER,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
-    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_STEPS, O_KEEP_TRACES,
+    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_SHOW_OUTPUT, O_STEPS, O_KEEP_TRACES,
     O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
     O_WEBHOOK_INSECURE, O_VERSION, O_WARMUP,
     O_WORLD_SIZE, O_WRITE,
@@ -71,6 +71,7 @@ static const struct opt cli_opts[] = {
     { "quiet", OPT_FLAG, 'q', O_QUIET },
     { "regression-threshold", OPT_STRING, 0, O_REGRESSION_THRESHOLD },
     { "replay", OPT_FLAG, 0, O_REPLAY },
+    { "show-output", OPT_FLAG, 0, O_SHOW_OUTPUT },
     { "steps", OPT_COUNT, 0, O_STEPS },
     { "trial-memory-limit", OPT_STRING, 0, O_TRIAL_MEMORY_LIMIT },
     { "trial-timeout", OPT_DURATION, 0, O_TRIAL_TIMEOUT },
@@ -160,7 +161,11 @@ static const char cli_usage[] =
 "                        trial's start, steps and end, the choice, the end)\n"
 "  --dry-run             print each cell's first trial (command line, environment)\n"
 "                        and run nothing\n"
-"  -q, --quiet           hide the command's output (autobatch's own lines stay)\n"
+"  --show-output         on a terminal, show the command's output as it arrives\n"
+"                        (default there: hidden behind a live status; elsewhere\n"
+"                        it is shown unless --quiet)\n"
+"  -q, --quiet           hide the command's output everywhere (autobatch's own\n"
+"                        lines stay; a failed trial's last lines are printed)\n"
 "  -v, --verbose         show each trial's command line and environment\n"
 "  -h, --help            this text\n"
 "  -V, --version         the version\n"
@@ -381,6 +386,7 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
         break;
     case O_JSON: p->json_path = cli_output(arg); break;
     case O_QUIET: p->quiet = 1; break;
+    case O_SHOW_OUTPUT: p->show_output = 1; break;
     case O_VERBOSE: p->verbose = 1; break;
     case O_PRESET:
         if (!*arg)
@@ -500,6 +506,9 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
                                 : "no command to tune; put it after '--', e.g. autobatch -- python3 train.py");
     if (!argv[i][0])
         return cli_bad("the command after '--' is empty; e.g. autobatch -- python3 train.py");
+    if (p->quiet && p->show_output)
+        return cli_bad("--quiet hides the command's output and --show-output shows it; "
+                       "choose one");
     p->command = &argv[i];
     if (!p->webhook_url) {
         const char *env = getenv("AUTOBATCH_WEBHOOK_URL");

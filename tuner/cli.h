@@ -30,6 +30,7 @@ struct plan {
     double trial_timeout_s, hang_timeout_s, budget_s, grace_s;
     const char *json_path;   /**< NULL: no results file */
     int quiet, verbose;
+    int show_output;          /**< --show-output: the command's output on a terminal too */
     int checkpointing_searched; /**< --checkpointing was given: pass the knob */
     int ckpt_off, ckpt_on;    /**< --checkpointing off|on|both */
     long grad_accum[CLI_MAX_ACCUM]; /**< --grad-accum LIST; empty: the command's own */

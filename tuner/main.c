@@ -666,13 +666,17 @@ done:
 }
 
 /* Show (and with --write, apply) the choice: the diff of --config, and
- * the command-line knobs to use. */
+ * the command-line knobs to use; both are kept as res's "run_with". */
 static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inject_ctx *ctx,
-                         const struct inject_candidate *best, FILE *say)
+                         const struct inject_candidate *best, FILE *say, struct results *res)
 {
     char err[512];
     const struct preset *p = &s->preset;
     char line[1024] = "";
+    struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
+    int nomem = 0;
+    for (size_t i = 0; plan->command[i]; i++)
+        nomem |= strvec_push(&argv, plan->command[i]);
     for (int id = 0; id < KNOB_COUNT; id++) {
         const struct preset_knob *k = &p->knobs[id];
         if (id == KNOB_MAX_STEPS || (id == KNOB_CHECKPOINTING && !ctx->set_checkpointing))
@@ -688,9 +692,16 @@ static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inj
         else if (k->via == VIA_ENV)
             snprintf(piece, sizeof piece, " %s=%s (environment)", k->where, val);
         strncat(line, piece, sizeof line - strlen(line) - 1);
+        nomem |= k->via == VIA_FLAG ? inject_set_flag(&argv, k->where, val)
+               : k->via == VIA_OVERRIDE && !s->have_config ? inject_set_override(&argv, k->where, val)
+               : k->via == VIA_ENV ? strvec_pushf(&env, "%s=%s", k->where, val) : 0;
     }
     if (*line)
         fprintf(say, "autobatch: run with:%s\n", line);
+    if (!nomem) /* out of memory: the results file goes without "run_with" */
+        (void)results_run_with(res, argv.v, env.v);
+    strvec_release(&argv);
+    strvec_release(&env);
     if (!s->have_config && !s->have_accel)
         return 0;
 
@@ -710,6 +721,7 @@ static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inj
         }
         if (!cfile_changed(f) && !plan->write) {
             fprintf(say, "autobatch: '%s' already holds the choice\n", files[i].path);
+            (void)results_run_with_file(res, files[i].path, NULL, 0);
             continue;
         }
         /* Same path on both sides, so `patch -p0 < diff` applies it. */
@@ -717,11 +729,16 @@ static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inj
         if (cfile_changed(f) &&
             !udiff(f->orig, f->orig_len, f->cur, f->cur_len, files[i].path, files[i].path, &diff))
             fputs(diff, say);
-        free(diff);
+        int wrote = 0;
         if (plan->write) {
             if (ab_write_file(ctx, best, f, files[i].path, files[i].via, say))
                 rc = -1;
-        } else {
+            else
+                wrote = cfile_changed(f);
+        }
+        (void)results_run_with_file(res, files[i].path, diff, wrote);
+        free(diff);
+        if (!plan->write) {
             fprintf(say, "autobatch: not written; add --write to apply this to '%s'\n",
                     files[i].path);
         }
@@ -866,11 +883,13 @@ static void ab_explain_mismatch(const struct trial_result *r, long value, const 
               r->loader_batch, value, p->name, via[k->via], k->where ? k->where : "");
 }
 
-/* Each tick of a trial: sample the GPU, move queued output along. */
+/* Each tick of a trial: sample the GPU, move queued output along, keep
+ * the live status's clock moving. */
 static void ab_tick(void *ctx)
 {
     gpu_tick(ctx);
     outq_pump();
+    progress_tick();
 }
 
 /* Give a slow reader of our output two seconds at exit, then drop the rest. */
@@ -1675,6 +1694,7 @@ static void ab_job_run(struct ab_run *r, struct ab_job *j)
 {
     const struct cell *cell = &r->space->cells[j->ci];
     struct trial_spec spec = { j->t.argv.v, j->t.env.v, j->t.cwd };
+    progress_bracket(r->pg, search_max_fit(&cell->search), search_min_fail(&cell->search));
     progress_trial_start(r->pg, j->id, j->value, cell->grad_accum, cell->checkpointing,
                          j->to.target_steps, j->t.argv.v);
     ab_event_start(r, j);
@@ -1903,6 +1923,101 @@ static int ab_round(struct ab_run *r, struct ab_job *jobs, size_t n, const size_
     return stop;
 }
 
+/* ---- the final summary */
+
+/* How the choice compares with its runner-up: "x.xx times faster (+- the
+ * spread)", or that the two cannot be told apart. */
+static void ab_say_runner_up(FILE *say, const struct results *res, const char *unit)
+{
+    const struct results_trial *b = &res->trials[res->best];
+    if (res->runner_up < 0 || b->samples_per_s <= 0)
+        return;
+    const struct results_trial *u = &res->trials[res->runner_up];
+    double sb = results_spread(b), su = results_spread(u), spread = sb > su ? sb : su;
+    double vb = results_speed(res, b), vu = results_speed(res, u);
+    if (vb <= 0 || vu <= 0)
+        return;
+    char who[160];
+    snprintf(who, sizeof who, "the runner-up micro_batch=%ld grad_accum=%ld checkpointing=%s "
+             "(%.1f %s/s)", u->micro_batch, u->grad_accum, u->checkpointing ? "on" : "off", vu,
+             unit);
+    int known = sb >= 0 && su >= 0;
+    if (vu > vb)
+        fprintf(say, "autobatch: within 1%% of %s: a tie, which goes to less memory\n", who);
+    else if (known && vb / vu - 1 <= spread)
+        fprintf(say, "autobatch: within noise of %s: %.2f times as fast, step times vary by "
+                     "%.1f%%\n", who, vb / vu, 100 * spread);
+    else if (known)
+        fprintf(say, "autobatch: %.2f times faster (+- %.1f%%) than %s\n", vb / vu, 100 * spread,
+                who);
+    else
+        fprintf(say, "autobatch: %.2f times faster than %s\n", vb / vu, who);
+}
+
+/* What --headroom kept out of the choice, and why: the fits whose memory
+ * leaves less than the headroom free, counted once per configuration,
+ * and the fastest of them with its figure. */
+static void ab_say_headroom(FILE *say, const struct results *res, const struct space *sp,
+                            const struct gpu *g, double headroom, const char *unit)
+{
+    double cap = gpu_capacity(g);
+    for (size_t i = 0; cap < 0 && i < sp->ncells; i++)
+        if (sp->cells[i].search.capacity > 0)
+            cap = sp->cells[i].search.capacity;
+    if (headroom <= 0 || cap <= 0)
+        return; /* nothing excluded, or ab_choose warned that it could not check */
+    const struct results_trial *top = NULL;
+    size_t n = 0;
+    for (size_t i = 0; i < res->ntrials; i++) {
+        const struct results_trial *t = &res->trials[i];
+        double need = t->outcome == TRIAL_FIT ? ab_need(t, sp) : -1;
+        if (need < 0 || need <= (1 - headroom) * cap || ab_above_boundary(t, sp))
+            continue;
+        int seen = 0;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = res->trials[k].outcome == TRIAL_FIT && results_same_config(&res->trials[k], t);
+        if (seen)
+            continue;
+        n++;
+        if (!top || results_speed(res, t) > results_speed(res, top))
+            top = t;
+    }
+    if (!n)
+        return;
+    char rate[64] = "";
+    if (results_speed(res, top) > 0)
+        snprintf(rate, sizeof rate, ", %.1f %s/s", results_speed(res, top), unit);
+    fprintf(say, "autobatch: --headroom %.0f%% excluded %zu fitting configuration%s, which use "
+                 "more than %.1f of the device's %.1f GiB; the fastest: micro_batch=%ld "
+                 "grad_accum=%ld checkpointing=%s%s, %.1f GiB\n", 100 * headroom, n,
+            n == 1 ? "" : "s", (1 - headroom) * cap / 1073741824.0, cap / 1073741824.0,
+            top->micro_batch, top->grad_accum, top->checkpointing ? "on" : "off", rate,
+            ab_need(top, sp) / 1073741824.0);
+}
+
+/* A choice that trains with another effective batch (micro x accum x
+ * world size) than the command's own changes what its learning rate was
+ * tuned for: say so.  Silent when the command's own values are unknown. */
+static void ab_say_effective_batch(FILE *say, const struct plan *plan, const struct ab_setup *s,
+                                   const struct results_trial *b)
+{
+    long micro = ab_current(s, plan->command, KNOB_MICRO_BATCH, -1);
+    /* Without --grad-accum the choice keeps the command's accumulation,
+     * whatever it is; with it, the command's own must be known. */
+    long accum = plan->ngrad_accum == 0 ? b->grad_accum
+               : ab_current(s, plan->command, KNOB_GRAD_ACCUM, -1);
+    if (micro < 1 || accum < 1)
+        return;
+    long world = plan->world_size;
+    long before = micro * accum * world, after = b->micro_batch * b->grad_accum * world;
+    if (before == after)
+        return;
+    fprintf(say, "autobatch: warning: the effective batch changes from %ld (micro_batch=%ld x "
+                 "grad_accum=%ld x world size %ld) to %ld (%ld x %ld x %ld): scale the learning "
+                 "rate with it, or keep it with --global-batch %ld\n", before, micro, accum, world,
+            after, b->micro_batch, b->grad_accum, world, before);
+}
+
 int main(int argc, char **argv)
 {
     ab_sanitize_fds();
@@ -1942,7 +2057,8 @@ int main(int argc, char **argv)
     if (subcmd_outputs_check(&plan, &baseline))
         return AB_USAGE;
     struct progress pg;
-    progress_init(&pg, plan.quiet, plan.verbose);
+    progress_init(&pg, plan.quiet, plan.show_output, plan.verbose);
+    pg.budget_s = plan.budget_s;
     struct ab_setup setup = { .preset = PRESET_INIT, .config = CFILE_INIT, .accel = CFILE_INIT };
     if (ab_setup(&plan, &setup, &pg)) {
         ab_setup_release(&setup);
@@ -2339,25 +2455,15 @@ int main(int argc, char **argv)
                 status == AB_OK ? "best:" : "best so far:", b->micro_batch, b->grad_accum,
                 b->checkpointing ? "on" : "off", rate, res.ntrials, res.wall_s,
                 bounded ? "; the top of --batch fitted, raise MAX to look further" : "");
-        if (res.runner_up >= 0 && b->samples_per_s > 0) {
-            const struct results_trial *u = &res.trials[res.runner_up];
-            double sb = results_spread(b), su = results_spread(u);
-            double spread = sb > su ? sb : su;
-            char sp_text[64] = "";
-            if (sb >= 0 && su >= 0)
-                snprintf(sp_text, sizeof sp_text, "; step times vary by %.1f%%", 100 * spread);
-            double vb = results_speed(&res, b), vu = results_speed(&res, u);
-            fprintf(say, "autobatch: runner-up: micro_batch=%ld grad_accum=%ld checkpointing=%s, "
-                         "%.1f%% %s%s%s\n", u->micro_batch, u->grad_accum,
-                    u->checkpointing ? "on" : "off", 100 * fabs(1 - vu / vb),
-                    vu > vb ? "faster (a tie within 1%, which goes to less memory)" : "slower",
-                    sp_text, sb >= 0 && su >= 0 && vb / vu - 1 <= spread ? " (within the noise)" : "");
-        }
+        ab_say_runner_up(say, &res, setup.unit);
+        ab_say_headroom(say, &res, &space, &gpu, plan.headroom, setup.unit);
+        ab_say_effective_batch(say, &plan, &setup, b);
         if (budget_hit)
             fprintf(say, "autobatch: --budget ran out; the search was not finished\n");
     } else if (status == AB_NOTHING_FITS && any_fit) {
         fprintf(stderr, "autobatch: every configuration that fits uses more than %.0f%% of "
                         "device memory; lower --headroom\n", 100 * (1 - plan.headroom));
+        ab_say_headroom(stderr, &res, &space, &gpu, plan.headroom, setup.unit);
     } else if (status == AB_NOTHING_FITS) {
         fprintf(stderr, "autobatch: nothing fits: the smallest candidate ran out of memory; lower "
                         "the model's memory use or try --checkpointing on\n");
@@ -2375,7 +2481,7 @@ int main(int argc, char **argv)
     if (res.best >= 0 && status == AB_OK) {
         const struct results_trial *b = &res.trials[res.best];
         struct inject_candidate best = { b->micro_batch, b->grad_accum, b->checkpointing };
-        if (ab_write_back(&plan, &setup, &ctx, &best, say))
+        if (ab_write_back(&plan, &setup, &ctx, &best, say, &res))
             status = res.exit_status = AB_USAGE;
     }
     fflush(say);

@@ -11,6 +11,7 @@
  * rows without rendering twice.
  */
 #include "report.h"
+#include "sbuf.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -18,76 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ------------------------------------------------------------------ */
-/* A growable string whose first failed allocation is remembered.      */
-
-struct sbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-};
-#define SBUF_INIT { NULL, 0, 0, 0 }
-
-static void sb_put(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->oom)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void sb_puts(struct sbuf *b, const char *s)
-{
-    sb_put(b, s, strlen(s));
-}
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-    char small[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->oom = 1;
-        return;
-    }
-    if ((size_t)n < sizeof small) {
-        sb_put(b, small, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    sb_put(b, big, (size_t)n);
-    free(big);
-}
-
-static void sb_release(struct sbuf *b)
-{
-    free(b->p);
-    *b = (struct sbuf)SBUF_INIT;
-}
 
 /* ------------------------------------------------------------------ */
 /* Reading the document: every absent or null value becomes a marker.   */
@@ -153,6 +84,7 @@ struct rdoc {
     struct rpoint best;
     int has_best;
     const json_t *root, *command, *host, *space, *summary, *baseline;
+    const json_t *run_with;       /* "run_with" when it is an object, else NULL */
     const char *unit;             /* "samples" unless the file says */
     double wall;                  /* summary.wall_s, else the trials' sum, else NAN */
     long long exit;               /* -1: unknown */
@@ -246,6 +178,7 @@ static int rdoc_load(struct rdoc *d, const json_t *root, char *err, size_t errle
     d->space = jget(root, "space");
     d->summary = jget(root, "summary");
     d->baseline = json_is_object(jget(root, "baseline")) ? jget(root, "baseline") : NULL;
+    d->run_with = json_is_object(jget(root, "run_with")) ? jget(root, "run_with") : NULL;
     d->unit = jstr(d->space, "unit");
     if (!d->unit || !*d->unit)
         d->unit = "samples";
@@ -417,6 +350,27 @@ static const char *exit_meaning(long long e)
     return NULL;
 }
 
+/* One word as a shell would take it: quoted only when needed. */
+static void text_word(struct sbuf *b, const char *w)
+{
+    int plain = *w != '\0';
+    for (const char *p = w; *p; p++)
+        if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-", *p))
+            plain = 0;
+    if (plain) {
+        sb_puts(b, w);
+        return;
+    }
+    sb_put(b, "'", 1);
+    for (const char *p = w; *p; p++) {
+        if (*p == '\'')
+            sb_puts(b, "'\\''");
+        else
+            sb_put(b, p, 1);
+    }
+    sb_put(b, "'", 1);
+}
+
 /* The command as a shell would take it: words quoted only when needed. */
 static void text_command(struct sbuf *b, const json_t *cmd)
 {
@@ -426,27 +380,34 @@ static void text_command(struct sbuf *b, const json_t *cmd)
     }
     for (size_t i = 0; i < json_array_size(cmd); i++) {
         const char *w = json_string_value(json_array_get(cmd, i));
-        if (!w)
-            w = "";
         if (i)
             sb_put(b, " ", 1);
-        int plain = *w != '\0';
-        for (const char *p = w; *p; p++)
-            if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@%+=:,./-", *p))
-                plain = 0;
-        if (plain) {
-            sb_puts(b, w);
-            continue;
-        }
-        sb_put(b, "'", 1);
-        for (const char *p = w; *p; p++) {
-            if (*p == '\'')
-                sb_puts(b, "'\\''");
-            else
-                sb_put(b, p, 1);
-        }
-        sb_put(b, "'", 1);
+        text_word(b, w ? w : "");
     }
+}
+
+/*
+ * The command that uses the choice, from "run_with": its variables
+ * (NAME=value, the value quoted) then its words.  0 when the file does
+ * not record it (older files, no choice), and nothing is written.
+ */
+static int text_run_with(struct sbuf *b, const struct rdoc *d)
+{
+    const json_t *cmd = jget(d->run_with, "command"), *env = jget(d->run_with, "env");
+    if (!json_is_array(cmd) || !json_array_size(cmd))
+        return 0;
+    for (size_t i = 0; i < json_array_size(env); i++) {
+        const char *e = json_string_value(json_array_get(env, i));
+        size_t name = e ? strcspn(e, "=") : 0;
+        if (!e || !e[name] || !name || strspn(e, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                 "0123456789_") != name)
+            continue; /* not an assignment a shell would take */
+        sb_put(b, e, name + 1);
+        text_word(b, e + name + 1);
+        sb_put(b, " ", 1);
+    }
+    text_command(b, cmd);
+    return 1;
 }
 
 static void text_host(struct sbuf *b, const struct rdoc *d)
@@ -473,6 +434,150 @@ static void text_host(struct sbuf *b, const struct rdoc *d)
     sb_puts(b, name && *name ? name : "unknown GPU");
     if (total > 0)
         sb_printf(b, " (%s)", fmt_bytes(mem, sizeof mem, total));
+}
+
+/*
+ * The smallest device memory the file records (emulated when it was), or
+ * NAN; *same (when not NULL): every device recorded has that much.
+ */
+static double doc_capacity(const struct rdoc *d, int *same)
+{
+    const json_t *gpus = jget(d->host, "gpus");
+    double cap = NAN, top = NAN;
+    for (size_t i = 0; i < json_array_size(gpus); i++) {
+        double t = jnum(json_array_get(gpus, i), "memory_total_bytes");
+        if (t > 0 && !(t >= cap))
+            cap = t;
+        if (t > 0 && !(t <= top))
+            top = t;
+    }
+    if (same)
+        *same = cap == top;
+    double emu = jnum(jget(d->host, "emulated_gpu_memory"), "bytes");
+    if (emu > 0 && !(emu >= cap))
+        cap = emu;
+    return cap;
+}
+
+#define CAP_LIST_MAX 4  /* GPU models, and fits excluded by the headroom, named */
+
+/*
+ * The capacity and headroom line: the GPU model(s) and memory (emulated
+ * or not), --headroom and which fits it excluded (a fit whose peak is
+ * above (1 - headroom) x capacity, the rule the choice applies), and the
+ * chosen configuration's peak as a share of the capacity.  Every figure
+ * is from the file; what it lacks is said, never guessed.
+ */
+static void text_capacity(struct sbuf *b, const struct rdoc *d)
+{
+    char m1[32], m2[32], m3[32];
+    const json_t *gpus = jget(d->host, "gpus"), *emu = jget(d->host, "emulated_gpu_memory");
+    int same;
+    double cap = doc_capacity(d, &same);
+    size_t n = json_array_size(gpus);
+    if (!json_is_array(gpus)) {
+        sb_puts(b, "GPUs unknown");
+    } else if (!n) {
+        sb_puts(b, "no GPU");
+    } else {
+        /* Models in order of first appearance, with their counts. */
+        const char *name[CAP_LIST_MAX];
+        size_t count[CAP_LIST_MAX], nn = 0, other = 0;
+        for (size_t i = 0; i < n; i++) {
+            const char *g = jstr(json_array_get(gpus, i), "name");
+            size_t k = 0;
+            if (!g || !*g)
+                g = "unknown GPU";
+            while (k < nn && strcmp(name[k], g))
+                k++;
+            if (k < nn)
+                count[k]++;
+            else if (nn < CAP_LIST_MAX) {
+                name[nn] = g;
+                count[nn++] = 1;
+            } else {
+                other++;
+            }
+        }
+        for (size_t k = 0; k < nn; k++) {
+            sb_puts(b, k ? ", " : "");
+            if (count[k] > 1)
+                sb_printf(b, "%zu \xc3\x97 ", count[k]);
+            sb_puts(b, name[k]);
+        }
+        if (other)
+            sb_printf(b, " and %zu more", other);
+    }
+    if (!isnan(cap))
+        sb_printf(b, "%s%s%s", n ? ", " : ": ", fmt_bytes(m1, sizeof m1, cap),
+                  n < 2 ? "" : same ? " each" : " (the smallest device)");
+    else
+        sb_puts(b, ": capacity unknown");
+    if (json_is_object(emu)) {
+        const char *with = jstr(emu, "with");
+        double real = jnum(emu, "real_total_bytes");
+        sb_puts(b, ", emulated");
+        if (with && (!strcmp(with, "preload") || !strcmp(with, "probe")))
+            sb_printf(b, " with %s", with);
+        if (real > 0)
+            sb_printf(b, " on %s of real memory", fmt_bytes(m2, sizeof m2, real));
+    }
+
+    double head = jnum(d->space, "headroom");
+    if (head >= 0 && head < 1) {
+        sb_printf(b, "; headroom %.0f%%", head * 100);
+        if (head == 0) {
+            sb_puts(b, " (none kept free)");
+        } else if (isnan(cap)) {
+            sb_puts(b, " (what it excluded cannot be told: the capacity is unknown)");
+        } else {
+            double limit = (1 - head) * cap;
+            sb_printf(b, ": fits may peak at up to %s", fmt_bytes(m1, sizeof m1, limit));
+            /* Configurations excluded, once each, in trial order. */
+            const struct rtrial *ex[CAP_LIST_MAX];
+            size_t nex = 0, more = 0, unmeasured = 0;
+            for (size_t i = 0; i < d->nt; i++) {
+                const struct rtrial *t = &d->t[i];
+                if (t->oc != OC_FIT)
+                    continue;
+                if (isnan(t->peak)) {
+                    unmeasured++;
+                    continue;
+                }
+                if (!(t->peak > limit))
+                    continue;
+                size_t k = 0;
+                while (k < nex && !(ex[k]->mb == t->mb && ex[k]->ga == t->ga && ex[k]->ckpt == t->ckpt))
+                    k++;
+                if (k < nex)
+                    continue;
+                if (nex < CAP_LIST_MAX)
+                    ex[nex++] = t;
+                else
+                    more++;
+            }
+            sb_puts(b, nex ? "; excluded for it: " : "; it excluded no measured fit");
+            for (size_t k = 0; k < nex; k++)
+                sb_printf(b, "%s%s \xc3\x97 %s%s (peak %s)", k ? ", " : "", fmt_int(m1, sizeof m1, ex[k]->mb),
+                          fmt_int(m2, sizeof m2, ex[k]->ga), ex[k]->ckpt == 1 ? " checkpointing" : "",
+                          fmt_bytes(m3, sizeof m3, ex[k]->peak));
+            if (more)
+                sb_printf(b, " and %zu more trial%s", more, more == 1 ? "" : "s");
+            if (unmeasured)
+                sb_printf(b, "; %zu fit%s without a measured peak not judged here", unmeasured,
+                          unmeasured == 1 ? "" : "s");
+        }
+    }
+
+    if (d->has_best) {
+        if (isnan(d->best.peak))
+            sb_puts(b, "; the choice's peak memory was not measured");
+        else if (isnan(cap))
+            sb_printf(b, "; the choice peaks at %s", fmt_bytes(m1, sizeof m1, d->best.peak));
+        else
+            sb_printf(b, "; the choice peaks at %s, %.1f%% of %s", fmt_bytes(m1, sizeof m1, d->best.peak),
+                      100 * d->best.peak / cap, fmt_bytes(m2, sizeof m2, cap));
+    }
 }
 
 static void text_space(struct sbuf *b, const struct rdoc *d)
@@ -598,6 +703,16 @@ static void text_headline(struct sbuf *b, const struct rdoc *d, int *good)
         sb_puts(b, ": interrupted");
     else if (!d->nt)
         sb_puts(b, ": no trial ran");
+}
+
+/* Whether text_headline() says the run was interrupted. */
+static int headline_interrupted(const struct rdoc *d)
+{
+    if (d->has_best)
+        return d->interrupted;
+    if (d->exit > 0 && exit_meaning(d->exit))
+        return d->exit == 130;
+    return d->interrupted;
 }
 
 static const char *bounded_note(const struct rcell *c)
@@ -824,10 +939,13 @@ static void md_release(struct md *m)
     sb_release(&m->cur);
 }
 
-static void md_note(struct sbuf *b, size_t more, const char *noun)
+/* "N more ... not shown"; the advice where to find them only with the
+ * first such note (advise), so a summary with several shortened tables
+ * does not repeat it. */
+static void md_note(struct sbuf *b, size_t more, const char *noun, int advise)
 {
-    sb_printf(b, "\n_%zu more %s not shown; the results file has them all (autobatch report)._\n",
-              more, noun);
+    sb_printf(b, "\n_%zu more %s not shown%s._\n", more, noun,
+              advise ? "; the results file has them all (autobatch report)" : "");
 }
 
 static void md_regression_gate(struct md *m, const struct rdoc *d)
@@ -893,6 +1011,35 @@ static int cmp_point_mb(const void *x, const void *y)
     return cmp_point_key(*(const struct rpoint *const *)x, *(const struct rpoint *const *)y, 0);
 }
 
+/* "Run with" when the choice changes the command line, and each config
+ * file the choice goes into (its diff is in the results file and the
+ * HTML report). */
+static void md_run_with(struct sbuf *b, const struct rdoc *d)
+{
+    struct sbuf run = SBUF_INIT, cmd = SBUF_INIT;
+    if (text_run_with(&run, d)) {
+        text_command(&cmd, d->command);
+        if (run.len != cmd.len || memcmp(run.p, cmd.p, run.len)) {
+            sb_puts(b, "\n- **Run with:** ");
+            md_code(b, run.p, run.len, COMMAND_MD_MAX);
+        }
+    }
+    sb_release(&run);
+    sb_release(&cmd);
+    const json_t *files = jget(d->run_with, "files");
+    for (size_t i = 0; i < json_array_size(files); i++) {
+        const json_t *f = json_array_get(files, i);
+        const char *path = jstr(f, "path");
+        int written = jbool(f, "written");
+        sb_puts(b, "\n- **Config:** ");
+        md_code(b, path ? path : "(unknown)", strlen(path ? path : "(unknown)"), COMMAND_MD_MAX);
+        sb_puts(b, !json_is_string(jget(f, "diff")) ? " already holds the choice"
+                   : written == 1 ? " written with the choice (--write)"
+                   : written == 0 ? " not written: add --write, or apply the diff in the results file"
+                                  : " changed by the choice");
+    }
+}
+
 static void md_build(struct md *m, const struct rdoc *d)
 {
     struct sbuf *b = &m->cur, line = SBUF_INIT;
@@ -901,6 +1048,8 @@ static void md_build(struct md *m, const struct rdoc *d)
 
     sb_puts(b, "# autobatch results\n\n");
     text_headline(&line, d, &good);
+    /* a notice the headline gives is not given again below it */
+    int said_interrupted = headline_interrupted(d);
     sb_puts(b, good ? "**Chosen:** " : "**");
     if (!good && line.len) /* "no configuration..." capitalised */
         line.p[0] = 'N';
@@ -926,8 +1075,13 @@ static void md_build(struct md *m, const struct rdoc *d)
     text_command(&line, d->command);
     md_code(b, line.p ? line.p : "", line.len, COMMAND_MD_MAX);
     sb_release(&line);
+    md_run_with(b, d);
     sb_puts(b, "\n- **Host:** ");
     text_host(&line, d);
+    md_str(b, line.p ? line.p : "");
+    sb_release(&line);
+    sb_puts(b, "\n- **Capacity:** ");
+    text_capacity(&line, d);
     md_str(b, line.p ? line.p : "");
     sb_release(&line);
     sb_puts(b, "\n- **Started:** ");
@@ -953,7 +1107,7 @@ static void md_build(struct md *m, const struct rdoc *d)
     md_str(b, line.p ? line.p : "");
     sb_release(&line);
     sb_puts(b, "\n");
-    if (d->interrupted)
+    if (d->interrupted && !said_interrupted)
         sb_puts(b, "\nThe search was interrupted before it finished.\n");
 
     if (d->baseline)
@@ -1097,7 +1251,7 @@ static int md_assemble(struct md *m, size_t max_bytes, char **out, size_t *len, 
          * rows the rest, table by table in document order. */
         for (int k = 0; k < m->nt; k++) {
             struct sbuf note = SBUF_INIT;
-            md_note(&note, m->t[k].nrows, m->t[k].noun);
+            md_note(&note, m->t[k].nrows, m->t[k].noun, 1);
             fixed += note.len;
             sb_release(&note);
         }
@@ -1124,6 +1278,7 @@ static int md_assemble(struct md *m, size_t max_bytes, char **out, size_t *len, 
     }
     struct sbuf b = SBUF_INIT;
     size_t seen[8] = { 0 };
+    int advised = 0;
     sb_put(&b, "", 0);
     for (size_t i = 0; i < m->np; i++) {
         struct md_piece *p = &m->p[i];
@@ -1132,7 +1287,7 @@ static int md_assemble(struct md *m, size_t max_bytes, char **out, size_t *len, 
         } else if (p->note) {
             struct md_table *t = &m->t[p->table];
             if (t->shown < t->nrows)
-                md_note(&b, t->nrows - t->shown, t->noun);
+                md_note(&b, t->nrows - t->shown, t->noun, !advised++);
         } else if (seen[p->table]++ < m->t[p->table].shown) {
             sb_put(&b, p->s, p->len);
         }
@@ -1803,7 +1958,8 @@ static const char html_style[] =
     "html{background:#ffffff;color:#1a1a1a}\n"
     "body{margin:0;background:#ffffff;font-family:\"DejaVu Sans\",\"Liberation Sans\",Arial,Helvetica,sans-serif;"
     "font-size:14px;line-height:1.4}\n"
-    "main{width:760px;padding:16px 20px 32px 20px}\n"
+    /* As wide as the window up to 1800 px (a 800 px window: the old 760 px column) */
+    "main{box-sizing:border-box;min-width:360px;max-width:1800px;margin:0 auto;padding:16px 20px 32px 20px}\n"
     "h1{font-size:22px;margin:0 0 8px 0}\n"
     "h2{font-size:16px;margin:22px 0 6px 0;border-bottom:1px solid #ddd;padding-bottom:3px}\n"
     "code{font-family:\"DejaVu Sans Mono\",\"Liberation Mono\",Menlo,Consolas,monospace;font-size:12px;"
@@ -1812,15 +1968,20 @@ static const char html_style[] =
     ".good{border-color:#2e8b3e;background:#eef7ef}\n"
     ".bad{border-color:#d1402b;background:#fbeeec}\n"
     ".warn{border-color:#e8740c;background:#fdf3e8}\n"
-    "table{border-collapse:collapse;font-size:12px;margin:4px 0}\n"
+    "table{border-collapse:collapse;font-size:12px;margin:4px 0;width:100%}\n"
     "th,td{border-bottom:1px solid #e2e2e2;padding:3px 6px;text-align:right;vertical-align:top}\n"
     "th{background:#f6f6f6}\n"
     "td.l,th.l{text-align:left}\n"
     "table.facts{width:100%}\ntable.facts th{text-align:left;background:none;width:110px}\n"
     "table.facts td{text-align:left}\n"
-    "td.ev{text-align:left;max-width:300px;word-break:break-word;font-size:11px}\n"
+    "td.ev{text-align:left;word-break:break-word;font-size:11px}\n"
     "tr.chosen td{background:#fdf3e8;font-weight:bold}\n"
-    "svg{display:block;margin:4px 0}\n"
+    /* charts side by side when the window has room for two, each scaled to its column */
+    ".charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,640px),1fr));column-gap:24px}\n"
+    "svg{display:block;margin:4px 0;width:100%;height:auto;max-width:1100px}\n"
+    "pre{font-family:\"DejaVu Sans Mono\",\"Liberation Mono\",Menlo,Consolas,monospace;font-size:12px;"
+    "background:#f6f6f6;padding:6px 8px;margin:4px 0;overflow-x:auto;white-space:pre-wrap;word-break:break-all}\n"
+    "pre span.add{color:#1d6b2b}\npre span.del{color:#a3301f}\n"
     ".sw{display:inline-block;width:9px;height:9px;margin-right:4px}\n";
 
 static void html_text(struct sbuf *b, const char *s)
@@ -1876,6 +2037,81 @@ static void html_fact(struct sbuf *b, const char *label, struct sbuf *val, int c
     sb_release(val);
 }
 
+/* A unified diff in <pre>, its added and removed lines coloured. */
+static void html_diff(struct sbuf *b, const char *diff, size_t n)
+{
+    sb_puts(b, "<pre class=\"diff\">");
+    for (size_t i = 0; i < n;) {
+        const char *nl = memchr(diff + i, '\n', n - i);
+        size_t end = nl ? (size_t)(nl - diff) + 1 : n;
+        int head = end - i >= 3 && (!memcmp(diff + i, "+++", 3) || !memcmp(diff + i, "---", 3));
+        const char *cls = head ? NULL : diff[i] == '+' ? "add" : diff[i] == '-' ? "del" : NULL;
+        if (cls)
+            sb_printf(b, "<span class=\"%s\">", cls);
+        xml_esc(b, diff + i, end - i, 0);
+        if (cls)
+            sb_puts(b, "</span>");
+        i = end;
+    }
+    sb_puts(b, "</pre>\n");
+}
+
+/*
+ * How to use the choice: the command with its knobs set and the diff of
+ * each config file it goes into, from "run_with"; a file without that
+ * key (older, or a run that chose nothing) gets the knob values and the
+ * command as it was run.  Nothing when nothing was chosen.
+ */
+static void html_run_with(struct sbuf *b, const struct rdoc *d)
+{
+    struct sbuf v = SBUF_INIT;
+    if (!d->has_best)
+        return;
+    sb_puts(b, "<h2>Run with</h2>\n");
+    if (text_run_with(&v, d)) {
+        struct sbuf cmd = SBUF_INIT;
+        text_command(&cmd, d->command);
+        if (v.len == cmd.len && !memcmp(v.p, cmd.p, v.len))
+            sb_puts(b, "<p>The command as it was run (the choice goes into the config below):</p>\n<pre>");
+        else
+            sb_puts(b, "<p>The command with the chosen knobs set:</p>\n<pre>");
+        sb_release(&cmd);
+        xml_esc(b, v.p ? v.p : "", v.len, 0);
+        sb_puts(b, "</pre>\n");
+    } else {
+        text_config(&v, &d->best);
+        sb_puts(b, "<p>The choice: ");
+        xml_esc(b, v.p ? v.p : "", v.len, 0);
+        sb_release(&v);
+        sb_puts(b, ", set in the command above (this results file does not record the command "
+                   "with the knobs set).</p>\n");
+        if (d->config) {
+            sb_puts(b, "<p>Config <code>");
+            html_text(b, d->config);
+            sb_puts(b, "</code>: its diff is not recorded.</p>\n");
+        }
+    }
+    sb_release(&v);
+    const json_t *files = jget(d->run_with, "files");
+    for (size_t i = 0; i < json_array_size(files); i++) {
+        const json_t *f = json_array_get(files, i), *diff = jget(f, "diff");
+        const char *path = jstr(f, "path");
+        int written = jbool(f, "written");
+        sb_puts(b, "<p>Config <code>");
+        html_text(b, path ? path : "(unknown)");
+        sb_puts(b, "</code>: ");
+        if (!json_is_string(diff))
+            sb_puts(b, "it already holds the choice.</p>\n");
+        else
+            sb_puts(b, written == 1 ? "written with this change (--write):</p>\n"
+                       : written == 0 ? "not written; this change applies the choice (add --write, or "
+                                        "<code>patch -p0</code>):</p>\n"
+                                      : "this change applies the choice:</p>\n");
+        if (json_is_string(diff))
+            html_diff(b, json_string_value(diff), json_string_length(diff));
+    }
+}
+
 static int render_html(const struct rdoc *d, char **out, size_t *len, char *err, size_t errlen)
 {
     struct sbuf b = SBUF_INIT, v = SBUF_INIT;
@@ -1884,7 +2120,7 @@ static int render_html(const struct rdoc *d, char **out, size_t *len, char *err,
 
     text_command(&v, d->command);
     sb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                "<meta name=\"viewport\" content=\"width=800\">\n<title>autobatch: ");
+                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>autobatch: ");
     xml_esc(&b, v.p ? v.p : "", utf8_cut(v.p ? v.p : "", v.len, 120), 0);
     sb_release(&v);
     sb_printf(&b, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<main>\n<h1>autobatch results</h1>\n", html_style);
@@ -1917,6 +2153,8 @@ static int render_html(const struct rdoc *d, char **out, size_t *len, char *err,
     html_fact(&b, "Command", &v, 1);
     text_host(&v, d);
     html_fact(&b, "Host", &v, 0);
+    text_capacity(&v, d);
+    html_fact(&b, "Capacity", &v, 0);
     sb_puts(&v, d->started_at ? d->started_at : DASH);
     html_fact(&b, "Started", &v, 0);
     text_space(&v, d);
@@ -1935,15 +2173,19 @@ static int render_html(const struct rdoc *d, char **out, size_t *len, char *err,
     if (d->interrupted)
         sb_puts(&b, "<p>The search was interrupted before it finished.</p>\n");
 
+    html_run_with(&b, d);
+
     if (d->baseline)
         html_regression_gate(&b, d);
 
-    sb_printf(&b, "<h2>Throughput against %s</h2>\n", d->mem_axis ? "peak memory" : "micro-batch");
+    sb_printf(&b, "<div class=\"charts\">\n<div>\n<h2>Throughput against %s</h2>\n",
+              d->mem_axis ? "peak memory" : "micro-batch");
     svg_scatter(&b, d);
-    sb_puts(&b, "<h2>Largest fitting micro-batch per cell</h2>\n");
+    sb_puts(&b, "</div>\n<div>\n<h2>Largest fitting micro-batch per cell</h2>\n");
     svg_cells(&b, d);
-    sb_puts(&b, "<h2>Trial timeline</h2>\n");
+    sb_puts(&b, "</div>\n<div>\n<h2>Trial timeline</h2>\n");
     svg_timeline(&b, d);
+    sb_puts(&b, "</div>\n</div>\n");
 
     if (d->nc) {
         sb_puts(&b, "<h2>Largest micro-batch per cell</h2>\n<table>\n<tr><th>grad-accum</th><th class=\"l\">"

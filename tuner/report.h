@@ -33,21 +33,37 @@
 
 enum report_format {
     /**
-     * A summary (the choice, the command, the host, the search space, the
-     * trial counts and the exit status), the regression gate when there
-     * is one, then tables: the largest micro-batch per (grad_accum,
+     * A summary (the choice, the command, how to run the choice when the
+     * file's "run_with" changes the command line or names config files,
+     * the host, the capacity line, the search space, the trial counts and
+     * the exit status), the regression gate when there is one, then
+     * tables: the largest micro-batch per (grad_accum,
      * checkpointing) cell, the Pareto frontier (the choice marked
      * "chosen"), contradictions when there were any, and every trial.
      * GitHub-flavoured: tables use pipes; text from the file is escaped
-     * so that evidence cannot break a table or inject HTML.
+     * so that evidence cannot break a table or inject HTML.  A notice is
+     * given once: "interrupted" is not repeated under a headline that
+     * says it, and of the "N more ... not shown" notes only the first
+     * says where the rest is.
+     *
+     * The capacity line (HTML too): the GPU model(s) and the smallest
+     * device memory (host.gpus, host.emulated_gpu_memory), --headroom
+     * and the measured fits it excluded (peak above (1 - headroom) x
+     * capacity, the rule the choice applies; at most four named), and the
+     * choice's peak as a percentage of the capacity.  What the file lacks
+     * is said ("capacity unknown", "not measured"), never computed.
      */
     REPORT_MARKDOWN,
     /**
      * One HTML5 file with nothing to fetch: no scripts, no stylesheets or
-     * fonts from elsewhere, no images but inline SVG.  It is 800 CSS
-     * pixels wide on a white background (a headless browser's default
-     * 800x600 window shows the title, the choice and the first chart) and
-     * holds three charts:
+     * fonts from elsewhere, no images but inline SVG.  On a white
+     * background, it is as wide as the window up to 1800 CSS pixels,
+     * tables full width; the charts scale to their column, one column in
+     * a window under about 1330 px (an 800 px window shows the page as a
+     * 760 px column, as before), two side by side above.  After the facts
+     * (the capacity line among them), "Run with": the command with the
+     * choice and each config file's diff from "run_with", or for a file
+     * without it the chosen knob values.  Three charts:
      *
      *  1. samples/s against peak memory, every fitting trial a
      *     class="point" mark, the frontier a class="frontier" line and

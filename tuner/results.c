@@ -53,8 +53,42 @@ void results_release(struct results *r)
     free(r->grad_accum);
     free(r->gpus);
     json_decref(r->replay);
+    json_decref(r->run_with);
     struct results zero = RESULTS_INIT;
     *r = zero;
+}
+
+static json_t *results_strings(char *const *v)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && v && v[i]; i++)
+        if (json_array_append_new(a, json_string(v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+int results_run_with(struct results *r, char *const *argv, char *const *env)
+{
+    json_t *o = json_pack("{s:o?, s:o?, s:[]}", "command", results_strings(argv), "env",
+                          results_strings(env), "files");
+    if (!json_is_array(json_object_get(o, "command")) || !json_is_array(json_object_get(o, "env"))) {
+        json_decref(o);
+        return -1;
+    }
+    json_decref(r->run_with);
+    r->run_with = o;
+    return 0;
+}
+
+int results_run_with_file(struct results *r, const char *path, const char *diff, int written)
+{
+    json_t *files = json_object_get(r->run_with, "files");
+    if (!files)
+        return -1;
+    return json_array_append_new(files, json_pack("{s:s, s:s?, s:b}", "path", path, "diff", diff,
+                                                  "written", written));
 }
 
 /* Grow *v (of *n elements of size sz) by one; returns the new slot. */
@@ -398,6 +432,8 @@ json_t *results_to_json(const struct results *r)
         json_object_set_new(doc, "config", str_or_null(r->config));
         json_object_set_new(doc, "replay", r->replay ? json_incref(r->replay) : json_null());
         json_object_set_new(doc, "choice", results_choice(r));
+        if (r->run_with)
+            json_object_set_new(doc, "run_with", json_incref(r->run_with));
     }
     return doc;
 }

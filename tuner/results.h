@@ -100,6 +100,7 @@ struct results {
     struct results_contradiction *contra; size_t ncontra;
     const char *teardown;    /**< "pid-namespace" or "process-tree" (static), or NULL */
     struct json_t *replay;   /**< --replay's predictions (guide_json; owned), or NULL */
+    struct json_t *run_with; /**< how to use the choice (results_run_with(); owned), or NULL */
     long best;               /**< index into trials, -1 when nothing chosen */
     long runner_up;          /**< the fastest other candidate, -1 none (results_init sets it) */
     double wall_s;
@@ -116,6 +117,23 @@ void results_release(struct results *r);
 int results_add_trial(struct results *r, const struct results_trial *t);
 int results_add_cell(struct results *r, const struct results_cell *c);
 int results_add_contradiction(struct results *r, const struct results_contradiction *c);
+
+/**
+ * Record how to use the choice, as the results file's optional
+ * "run_with": argv is the command with the choice's knobs set (flags and
+ * Hydra overrides), env the "NAME=value" variables it sets (both
+ * NULL-terminated; env may be NULL).  Replaces an earlier record.
+ * Returns 0 or -1 (ENOMEM; nothing recorded).
+ */
+int results_run_with(struct results *r, char *const *argv, char *const *env);
+
+/**
+ * Add a config file the choice is written into to "run_with" (after
+ * results_run_with()): its path, the unified diff that applies the choice
+ * (NULL: the file already holds it), and whether --write wrote it.
+ * Returns 0, or -1 (ENOMEM, or no results_run_with() before).
+ */
+int results_run_with_file(struct results *r, const char *path, const char *diff, int written);
 
 /** Two trials of one configuration (micro-batch, accumulation, checkpointing)? */
 int results_same_config(const struct results_trial *a, const struct results_trial *b);

@@ -4,6 +4,7 @@
  * udiff.h).
  */
 #include "udiff.h"
+#include "sbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,40 +100,13 @@ static int udiff_myers(const struct line *a, long n, const struct line *b, long 
     return rc;
 }
 
-struct sbuf {
-    char *p;
-    size_t len, alloc;
-    int oom;
-};
-
-static void sb_add(struct sbuf *s, const char *p, size_t n)
-{
-    if (s->oom)
-        return;
-    if (s->len + n + 1 > s->alloc) {
-        size_t na = s->alloc ? s->alloc : 256;
-        while (na < s->len + n + 1)
-            na *= 2;
-        char *q = realloc(s->p, na);
-        if (!q) {
-            s->oom = 1;
-            return;
-        }
-        s->p = q;
-        s->alloc = na;
-    }
-    memcpy(s->p + s->len, p, n);
-    s->len += n;
-    s->p[s->len] = '\0';
-}
-
 static void sb_line(struct sbuf *s, char mark, const struct line *l)
 {
-    sb_add(s, &mark, 1);
-    sb_add(s, l->p, l->len);
-    sb_add(s, "\n", 1);
+    sb_putc(s, mark);
+    sb_put(s, l->p, l->len);
+    sb_putc(s, '\n');
     if (!l->nl)
-        sb_add(s, "\\ No newline at end of file\n", 28);
+        sb_put(s, "\\ No newline at end of file\n", 28);
 }
 
 #define CONTEXT 3
@@ -151,12 +125,11 @@ int udiff(const char *a, size_t alen, const char *b, size_t blen, const char *la
     struct line *la = NULL, *lb = NULL;
     size_t n = udiff_split(a, alen, &la), m = udiff_split(b, blen, &lb);
     char *ka = malloc(n + 1), *kb = malloc(m + 1);
-    struct sbuf s = { 0 };
+    struct sbuf s = SBUF_INIT;
     int rc = -1;
     if (n == (size_t)-1 || m == (size_t)-1 || !ka || !kb ||
         udiff_myers(la, (long)n, lb, (long)m, ka, kb))
         goto done;
-    sb_add(&s, "", 0);
     size_t i = 0, j = 0;
     int header = 0;
     while (i < n || j < m) {
@@ -196,7 +169,7 @@ int udiff(const char *a, size_t alen, const char *b, size_t blen, const char *la
         if (!header) {
             char h[1024];
             int k = snprintf(h, sizeof h, "--- %s\n+++ %s\n", label_a, label_b);
-            sb_add(&s, h, (size_t)k);
+            sb_put(&s, h, (size_t)k);
             header = 1;
         }
         /* diff -u writes "start,count", or just "start" when count is 1;
@@ -205,7 +178,7 @@ int udiff(const char *a, size_t alen, const char *b, size_t blen, const char *la
         udiff_range(ra, sizeof ra, hi, ei - hi);
         udiff_range(rb, sizeof rb, hj, ej - hj);
         int k = snprintf(h, sizeof h, "@@ -%s +%s @@\n", ra, rb);
-        sb_add(&s, h, (size_t)k);
+        sb_put(&s, h, (size_t)k);
         size_t x = hi, y = hj;
         while (x < ei || y < ej) {
             if (x < ei && y < ej && ka[x] && kb[y]) {
@@ -222,13 +195,10 @@ int udiff(const char *a, size_t alen, const char *b, size_t blen, const char *la
         i = ei;
         j = ej;
     }
-    if (!s.oom) {
-        *out = s.p;
-        s.p = NULL;
+    if ((*out = sb_take(&s)) != NULL)
         rc = 0;
-    }
 done:
-    free(s.p);
+    sb_release(&s);
     free(la);
     free(lb);
     free(ka);

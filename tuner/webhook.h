@@ -30,10 +30,12 @@
  *
  * Delivery.  Every request carries `Content-Type: application/json`,
  * `X-Autobatch-Delivery: <uuid>` (a random version 4 UUID from
- * getrandom(2), the same on every retry of one delivery and kept in the
+ * libcrypto's RAND_bytes, the same on every retry of one delivery and kept in the
  * spool, so that a receiver can drop a payload it already has), and,
  * when a secret is given, `X-Autobatch-Signature-256: sha256=<hex
- * HMAC-SHA256(secret, body)>` as GitHub signs its webhooks.  TLS
+ * HMAC-SHA256(secret, body)>` as GitHub signs its webhooks (libcrypto's
+ * HMAC; autobatch links libcrypto, which libcurl's OpenSSL build loads
+ * anyway).  TLS
  * certificates and host names are verified unless insecure is set.  Only
  * http:// and https:// URLs are accepted and redirects are not followed
  * (a POST that is redirected is answered as an error).
@@ -42,7 +44,9 @@
  * without an HTTP answer (connection refused or reset, DNS failure,
  * timeout), up to max_attempts attempts in all.  The wait before attempt
  * n+1 is webhook_backoff(n, ...): a Retry-After header (seconds or an
- * HTTP date) is honoured up to max_delay_s; without one the wait is
+ * HTTP date, as libcurl reads it: CURLINFO_RETRY_AFTER, libcurl 7.66 and
+ * later) of more than 0 s is honoured up to max_delay_s; without one
+ * (or with "0", a past date or a value libcurl cannot read) the wait is
  * exponential with "equal jitter".  With the defaults the worst case is
  * 5 attempts of at most 30 s and 4 waits of at most 60 s: 6.5 minutes.
  *
@@ -214,27 +218,25 @@ double webhook_backoff(int attempt, double base, double cap, double retry_after_
                        unsigned rand_bits);
 
 /**
- * Parse a Retry-After value (RFC 9110 10.2.3): a number of seconds
- * (digits, leniently with a fraction, as some rate limiters send) or an
- * HTTP date, read with curl_getdate(); a date is turned into seconds
- * from now, and a date in the past gives 0.  Surrounding blanks are
- * ignored.  Returns -1 for NULL, empty or unparseable values.
- */
-double webhook_retry_after(const char *header_value, time_t now);
-
-/**
  * Write "sha256=" and the lowercase hex HMAC-SHA256(secret, body) to
- * out.  The value of the X-Autobatch-Signature-256 header.
+ * out (libcrypto's HMAC; the key copy it makes is wiped).  The value of
+ * the X-Autobatch-Signature-256 header.
  */
 void webhook_signature(const char *secret, const char *body, size_t len,
                        char out[WEBHOOK_SIG_LEN]);
 
-/** A random version 4 UUID (RFC 9562) from getrandom(2): 0, or -1 with err. */
+/** A random version 4 UUID (RFC 9562) from RAND_bytes: 0, or -1 with err. */
 int webhook_uuid4(char out[WEBHOOK_UUID_LEN], char *err, size_t errlen);
 
 /**
- * Copy url to out with everything after the host (path, query, user
- * info) replaced by "/...", for messages: "https://hooks.slack.com/...".
+ * Copy url to out as its scheme, host and port, with "/..." when it has
+ * more (user info, a path other than "/", a query, a fragment), for
+ * messages: "https://hooks.slack.com/...".  Parsed by libcurl's URL API
+ * (curl_url, which loads libcurl); a url without a scheme is shown
+ * without one ("hooks.example.com/..."), and one that libcurl cannot
+ * parse, or any url when libcurl or its URL API is missing, as its scheme
+ * alone ("https://...", or "(not a url)").  Control characters become
+ * '?'; the host is cut at 200 bytes.
  */
 void webhook_url_redact(const char *url, char *out, size_t outlen);
 

@@ -58,3 +58,8 @@ assert_eq "$(realpath "$lib")" "$got" "the library the installed binary preloads
 pass "emulation: the installed autobatch preloads $lib"
 [ -s "$prefix/share/doc/autobatch/LICENSE" ] || fail "no LICENSE in the doc directory"
 pass "LICENSE, README.md and CHANGELOG.md in share/doc/autobatch"
+# A run without a webhook does not pay for libcurl or libcrypto: both are
+# loaded with dlopen when a webhook is sent, not linked.
+needed=$(readelf -d "$ab" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+case "$needed" in *libcurl*|*libcrypto*|*libssl*) fail "linked at start-up: $needed";; esac
+pass "not linked: libcurl, libcrypto ($needed)"

@@ -65,6 +65,47 @@ assert raw.count(255) < 0.97 * len(raw)
 PYEOF
 pass "reports: json, junit ($trials testcases), markdown, html rendered by chromium"
 
+# --- how to use the choice and the capacity line; the page uses a wide window
+best=$(jqr '.best.micro_batch' "$WORK/r1.json")
+jqr '.run_with.command | join(" ")' "$WORK/r1.json" | grep -q -- "--capacity 8G --per_device_train_batch_size $best" \
+  || fail "results: run_with.command lacks the choice: $(jqr '.run_with' "$WORK/r1.json")"
+grep -q "^<h2>Run with</h2>" "$WORK/r1.html" || fail "html: no Run with section"
+grep -q -- "--per_device_train_batch_size $best --gradient_accumulation_steps 1</pre>" "$WORK/r1.html" \
+  || fail "html: the command with the choice is missing"
+grep -q "^<tr><th>Capacity</th><td>no GPU: capacity unknown; headroom 0%" "$WORK/r1.html" || fail "html: no capacity line"
+grep -q "^- \*\*Capacity:\*\* " "$WORK/r1.md" || fail "markdown: no capacity line"
+timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,900 \
+  --screenshot="$WORK/wide.png" "file://$WORK/r1.html" >/dev/null 2>&1 || true
+[ -s "$WORK/wide.png" ] || fail "chromium wrote no wide screenshot"
+"$PY" - "$WORK/wide.png" <<'PYEOF' || fail "html: the page does not use a 1600 px window"
+import struct, sys, zlib
+data = open(sys.argv[1], "rb").read()
+w, h, depth, ctype = struct.unpack(">IIBB", data[16:26])
+assert depth == 8 and ctype in (2, 6), (depth, ctype)
+bpp = 4 if ctype == 6 else 3
+idat, i = b"", 8
+while i < len(data):
+    n = struct.unpack(">I", data[i:i + 4])[0]
+    if data[i + 4:i + 8] == b"IDAT":
+        idat += data[i + 8:i + 8 + n]
+    i += 12 + n
+raw, stride, prev, rows = zlib.decompress(idat), w * bpp, bytearray(w * bpp), []
+for y in range(h):
+    f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+    for x in range(stride):
+        a = line[x - bpp] if x >= bpp else 0
+        b, c = prev[x], prev[x - bpp] if x >= bpp else 0
+        p = a + b - c
+        pr = a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c) else c
+        line[x] = (line[x] + (0, a, b, (a + b) // 2, pr)[f]) & 255
+    rows.append(line)
+    prev = line
+# ink right of x=1000 (an 800 px column leaves it white): the second chart
+ink = sum(1 for r in rows for x in range(1000, w - 20) if min(r[x * bpp:x * bpp + 3]) < 160)
+assert ink > 2000, ink
+PYEOF
+pass "reports: run_with in the results, Run with and capacity in html and markdown, a wide page"
+
 # --- the webhook got the Slack payload, signed and with a delivery id
 "$PY" - "$WORK/hooks.jsonl" "$AUTOBATCH_WEBHOOK_SECRET" <<'PYEOF' || fail "webhook delivery"
 import hashlib, hmac, json, re, sys

@@ -137,7 +137,7 @@ FC_FN int fc_in(const char *name, size_t len, const char *const *set)
 /* The elements the HTML report is made of (svg included). */
 static const char *const fc_html_elements[] = {
     "html", "head", "meta", "title", "style", "body", "main", "h1", "h2", "div", "b", "code",
-    "table", "tr", "th", "td", "p", "ul", "li", "span", "svg", "g", "rect", "line", "text",
+    "table", "tr", "th", "td", "p", "ul", "li", "span", "pre", "svg", "g", "rect", "line", "text",
     "circle", "polyline", NULL,
 };
 

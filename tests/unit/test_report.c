@@ -385,9 +385,14 @@ static void check_html(const char *name)
         fail_msg("%s: %zu class=\"trial\" marks for %zu trials", name, count(html, "class=\"trial\""), ntrials);
     assert_int_equal(count(html, "class=\"point\""), nfit);
     assert_int_equal(count(html, "class=\"choice\""), json_is_object(json_object_get(doc, "best")) ? 1 : 0);
-    /* A light page of a fixed width, for headless screenshots. */
+    /* A light page as wide as the window (to 1800 px), its charts scaled
+     * to their column, two side by side when there is room. */
     assert_non_null(strstr(html, "background:#ffffff"));
-    assert_non_null(strstr(html, "main{width:760px;"));
+    assert_non_null(strstr(html, "max-width:1800px;"));
+    assert_null(strstr(html, "main{width:"));
+    assert_non_null(strstr(html, "svg{display:block;margin:4px 0;width:100%;height:auto"));
+    assert_non_null(strstr(html, "<div class=\"charts\">"));
+    assert_non_null(strstr(html, "<tr><th>Capacity</th><td>"));
 
     /* Without the evidence (PyTorch's messages carry a link), no address at all. */
     for (size_t i = 0; i < ntrials; i++)
@@ -409,6 +414,107 @@ static void test_html(void **state)
                             "results-a100.json", "results-l4.json" };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         check_html(names[i]);
+}
+
+/* The capacity and headroom line, in both formats, from the file's numbers. */
+static void test_capacity_headroom(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-h100.json");
+    char *md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "\n- **Capacity:** NVIDIA H100 80GB HBM3, 79.6 GiB; headroom 0% (none kept free); "
+                               "the choice peaks at 68.0 GiB, 85.4% of 79.6 GiB\n"));
+    free(md);
+    /* 20%: a fit may peak at up to 63.7 GiB; every fit above is named once
+     * (304 x 1 ran once, 256 x 1 is the recorded choice), four at most */
+    json_object_set_new(json_object_get(doc, "space"), "headroom", json_real(0.2));
+    md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "; headroom 20%: fits may peak at up to 63.7 GiB; excluded for it: "
+                               "256 \xc3\x97 1 (peak 68.0 GiB), 304 \xc3\x97 1 (peak 80.0 GiB), "
+                               "304 \xc3\x97 2 (peak 80.0 GiB), 273 \xc3\x97 2 (peak 72.2 GiB); "
+                               "the choice peaks at"));
+    free(md);
+    char *html = render(doc, REPORT_HTML, NULL);
+    assert_non_null(strstr(html, "<tr><th>Capacity</th><td>NVIDIA H100 80GB HBM3, 79.6 GiB; headroom 20%"));
+    free(html);
+    /* Several devices, emulated memory; no capacity: nothing is judged. */
+    json_t *a100 = fixture("results-a100.json");
+    json_object_set_new(json_object_get(a100, "host"), "emulated_gpu_memory",
+                        json_pack("{s:I, s:s, s:I}", "bytes", (json_int_t)24 << 30, "with", "preload",
+                                  "real_total_bytes", (json_int_t)40 << 30));
+    md = render(a100, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "- **Capacity:** 2 \xc3\x97 NVIDIA A100-SXM4-40GB, 24.0 GiB each, emulated with "
+                               "preload on 40.0 GiB of real memory; headroom 0%"));
+    free(md);
+    json_t *nogpu = fixture("results-nogpu.json");
+    json_object_set_new(json_object_get(nogpu, "space"), "headroom", json_real(0.1));
+    md = render(nogpu, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "- **Capacity:** no GPU: capacity unknown; headroom 10% (what it excluded "
+                               "cannot be told: the capacity is unknown); the choice's peak memory was not measured\n"));
+    free(md);
+    json_decref(nogpu);
+    json_decref(a100);
+    json_decref(doc);
+}
+
+/* "run_with": the command with the choice, and the config diff, escaped. */
+static void test_run_with(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-h100.json");
+    /* an older file: the knob values, and no invented command */
+    char *html = render(doc, REPORT_HTML, NULL), *md;
+    assert_non_null(strstr(html, "<h2>Run with</h2>\n<p>The choice: micro-batch 256 \xc3\x97 grad-accum 1, "
+                                 "checkpointing off, set in the command above"));
+    free(html);
+    json_object_set_new(doc, "run_with", json_pack("{s:[s, s, s, s], s:[s], s:[{s:s, s:s, s:b}]}",
+        "command", "./train.py", "--bs", "256", "it's", "env", "GA=1 2", "files", "path", "cfg <1>.yaml",
+        "diff", "--- cfg\n+++ cfg\n@@ -1 +1 @@\n-bs: 8\n+bs: 256 # <b>\n", "written", 0));
+    html = render(doc, REPORT_HTML, NULL);
+    assert_non_null(strstr(html, "<p>The command with the chosen knobs set:</p>\n"
+                                 "<pre>GA=&#39;1 2&#39; ./train.py --bs 256 &#39;it&#39;\\&#39;&#39;s&#39;</pre>"));
+    assert_non_null(strstr(html, "<p>Config <code>cfg &lt;1&gt;.yaml</code>: not written;"));
+    assert_non_null(strstr(html, "<pre class=\"diff\">--- cfg\n+++ cfg\n@@ -1 +1 @@\n"
+                                 "<span class=\"del\">-bs: 8\n</span><span class=\"add\">+bs: 256 # &lt;b&gt;\n</span></pre>"));
+    free(html);
+    md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "\n- **Run with:** `GA='1 2' ./train.py --bs 256 'it'\\''s'`\n"));
+    assert_non_null(strstr(md, "\n- **Config:** `cfg <1>.yaml` not written: add --write"));
+    free(md);
+    /* nothing chosen: no section */
+    json_object_set_new(doc, "best", json_null());
+    html = render(doc, REPORT_HTML, NULL);
+    assert_null(strstr(html, "Run with"));
+    free(html);
+    json_decref(doc);
+}
+
+/* A notice is given once: the headline's "interrupted" is not repeated
+ * below it, and the advice after shortened tables comes with the first. */
+static void test_no_repeated_notices(void **state)
+{
+    (void)state;
+    json_t *intr = fixture("results-interrupted.json");
+    char *md = render(intr, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "**No configuration was chosen: interrupted**"));
+    assert_null(strstr(md, "The search was interrupted"));
+    free(md);
+    json_decref(intr);
+    json_t *doc = fixture("results-h100.json");
+    md = render(doc, REPORT_MARKDOWN, NULL);
+    char *out = NULL, err[256];
+    /* the smallest budget it renders in: every table is cut */
+    size_t budget = 300;
+    while (report_summary_markdown(doc, budget, &out, NULL, err, sizeof err))
+        budget += 50;
+    assert_true(budget < strlen(md));
+    assert_non_null(strstr(out, "\n_4 more cells not shown; the results file has them all (autobatch report)._\n"));
+    assert_non_null(strstr(out, "\n_10 more frontier points not shown._\n"));
+    assert_non_null(strstr(out, "\n_18 more trials not shown._\n"));
+    assert_int_equal(count(out, "the results file has them all"), 1);
+    free(out);
+    free(md);
+    json_decref(doc);
 }
 
 static void test_html_axes(void **state)
@@ -859,6 +965,9 @@ int main(void)
         cmocka_unit_test(test_markdown_content),
         cmocka_unit_test(test_html),
         cmocka_unit_test(test_html_axes),
+        cmocka_unit_test(test_capacity_headroom),
+        cmocka_unit_test(test_run_with),
+        cmocka_unit_test(test_no_repeated_notices),
         cmocka_unit_test(test_summary_budget),
         cmocka_unit_test(test_missing_and_null),
         cmocka_unit_test(test_refused),

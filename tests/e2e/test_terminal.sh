@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# What a user sees (issue 14, item 3).  On a terminal (a pty from
+# util-linux's `script`, else Python's pty module) the command's output is
+# hidden behind a live status (trial, candidate with every knob, step,
+# elapsed, --budget, the bracket, the fastest so far) unless --show-output;
+# off a terminal it is passed through as before, with plain lines.  A
+# failed trial whose output was hidden gets its last lines printed; the
+# OOM evidence is cut at a word boundary; outcome lines carry the
+# checkpointing knob; the summary says how the choice beat its runner-up,
+# what --headroom excluded, and warns when the effective batch changed.
+source "$(dirname "$0")/lib.sh"
+
+# on_pty OUT CMD...: run CMD with stdin, stdout and stderr on a terminal
+# 100 columns wide, everything it wrote to OUT; returns CMD's status.
+on_pty() {
+  local out=$1 q="" a
+  shift
+  for a in "$@"; do q+=" $(printf '%q' "$a")"; done
+  if command -v script >/dev/null; then
+    TERM=xterm script -qfec "stty cols 100 2>/dev/null;$q" /dev/null </dev/null >"$out"
+  else
+    TERM=xterm python3 -c '
+import os, pty, sys
+out = open(sys.argv[1], "wb")
+def read(fd):
+    data = os.read(fd, 65536)
+    out.write(data)
+    return data
+sys.exit(os.waitstatus_to_exitcode(pty.spawn(["sh", "-c", sys.argv[2]], read)))' \
+      "$out" "stty cols 100 2>/dev/null;$q" </dev/null
+  fi
+}
+
+trainer=("$SIMTRAIN" --per_device_train_batch_size 8 --capacity 4G --model-mem 1G --report)
+
+# --- on a terminal, by default: a live status, the command's output hidden
+rc=0
+on_pty "$WORK/t.out" "$AUTOBATCH" --preset hf --batch 1:16 --budget 10m --json "$WORK/t.json" \
+  -- "${trainer[@]}" --step-overhead 150ms || rc=$?
+assert_eq 0 "$rc" "terminal: exit status"
+grep -q "autobatch.*: trial 1  micro_batch=[0-9]* grad_accum=1 checkpointing=off  step [0-9]*/7" \
+  "$WORK/t.out" || fail "terminal: no live status line: $(head -c 600 "$WORK/t.out")"
+grep -Eq "elapsed [0-9]+s  ends within ~(10m00|9m5[0-9])s \(--budget\)  bracket: nothing tried yet" \
+  "$WORK/t.out" || fail "terminal: no elapsed time / budget / bracket"
+grep -q "bracket: fits [0-9]*, fails [0-9]*" "$WORK/t.out" || fail "terminal: the bracket never narrowed"
+grep -q "fastest so far: micro_batch=[0-9]* grad_accum=1 checkpointing=off, [0-9.]* samples/s" \
+  "$WORK/t.out" || fail "terminal: no fastest-so-far line"
+grep -q "it/s" "$WORK/t.out" || fail "terminal: no rate"
+if grep -q "'loss'" "$WORK/t.out"; then fail "terminal: the command's output was shown"; fi
+grep -q "trial 1: micro_batch=[0-9]* grad_accum=1 checkpointing=off -> " "$WORK/t.out" \
+  || fail "terminal: outcome line without checkpointing"
+# an OOM's output was hidden: its last lines are shown, the OOM line whole
+grep -q "last lines of its output:" "$WORK/t.out" || fail "terminal: a failed trial's lines are not shown"
+grep -q "    | torch.OutOfMemoryError: CUDA out of memory.*environment-variables)" "$WORK/t.out" \
+  || fail "terminal: the OOM line is not shown whole"
+pass "terminal: live status, output hidden, a failure's last lines"
+
+# --- --show-output: the command's output too
+rc=0
+on_pty "$WORK/s.out" "$AUTOBATCH" --preset hf --batch 4:4 --show-output -- "${trainer[@]}" || rc=$?
+assert_eq 0 "$rc" "--show-output: exit status"
+grep -q "'loss'" "$WORK/s.out" || fail "--show-output: the command's output is missing"
+grep -q "trial 1: micro_batch=4 grad_accum=1 checkpointing=off -> .*fit" "$WORK/s.out" \
+  || fail "--show-output: no outcome line"
+pass "--show-output on a terminal"
+
+# --- off a terminal: passed through as before, plain lines, the OOM
+# evidence cut at a word boundary
+"$AUTOBATCH" --preset hf --batch 1:16 --json "$WORK/p.json" -- "${trainer[@]}" \
+  >"$WORK/p.out" 2>"$WORK/p.err"
+grep -q "'loss'" "$WORK/p.err" || fail "log: the command's output is not passed through"
+grep -q "^autobatch: trial 1: micro_batch=[0-9]* grad_accum=1 checkpointing=off$" "$WORK/p.err" \
+  || fail "log: no plain start line"
+if grep -q $'\033\[K' "$WORK/p.err"; then fail "log: terminal codes in a log"; fi
+if grep -q "last lines of its output" "$WORK/p.err"; then fail "log: the shown output was repeated"; fi
+ev=$(grep -m1 "^autobatch:   evidence: " "$WORK/p.err" | sed 's/^autobatch:   evidence: //')
+full=$(jqr '[.trials[] | select(.outcome == "oom")][0].evidence' "$WORK/p.json")
+case "$ev" in *" ...") ;; *) fail "log: long evidence not marked as cut: $ev" ;; esac
+kept=${ev% ...}
+[ "${full:0:${#kept}}" = "$kept" ] || fail "log: evidence is not the OOM line's start"
+[ "${full:${#kept}:1}" = " " ] || fail "log: evidence cut mid-word: '$kept' | '${full:${#kept}:10}'"
+# the summary: the margin over the runner-up, the changed effective batch
+grep -Eq "^autobatch: ([0-9]+\.[0-9]{2} times faster \(\+- [0-9.]+%\) than|within noise of|within 1% of) the runner-up micro_batch=[0-9]+ grad_accum=1 checkpointing=off \([0-9.]+ samples/s\)" \
+  "$WORK/p.out" || fail "summary: no runner-up comparison: $(cat "$WORK/p.out")"
+best=$(jqr '.best.micro_batch' "$WORK/p.json")
+if [ "$best" != 8 ]; then
+  grep -q "warning: the effective batch changes from 8 (micro_batch=8 x grad_accum=1 x world size 1) to $best " \
+    "$WORK/p.out" || fail "summary: no warning about the effective batch: $(cat "$WORK/p.out")"
+fi
+pass "log: output passed through, plain lines, evidence cut at a word, summary"
+
+# --- --quiet in a log: a failure's last lines; --headroom's exclusions
+"$AUTOBATCH" --preset hf --batch 1:32 --quiet --headroom 30 --json "$WORK/q.json" \
+  -- "${trainer[@]}" --capacity 8G >"$WORK/q.out" 2>"$WORK/q.err"
+if grep -q "'loss'" "$WORK/q.err"; then fail "--quiet: the command's output was shown"; fi
+grep -q "^    | torch.OutOfMemoryError" "$WORK/q.err" || fail "--quiet: a failure's last lines are missing"
+grep -Eq "^autobatch: --headroom 30% excluded [0-9]+ fitting configurations?, which use more than 5\.6 of the device's 8\.0 GiB; the fastest: micro_batch=[0-9]+" \
+  "$WORK/q.out" || fail "--headroom: exclusions not said: $(cat "$WORK/q.out")"
+pass "--quiet: a failure's last lines; --headroom's exclusions said"
+
+# --- the knob's own value unknown (env preset): no effective-batch warning
+"$AUTOBATCH" --preset env --batch 1:16 --quiet -- "$SIMTRAIN" --knobs-from-env --capacity 4G \
+  --model-mem 1G >"$WORK/e.out" 2>"$WORK/e.err"
+if grep -q "effective batch" "$WORK/e.out"; then fail "env: a warning without the command's own batch"; fi
+assert_refused "--quiet with --show-output" "choose one" "$WORK/none.log" --quiet --show-output \
+  -- "$SIMTRAIN"
+pass "no warning without the command's batch; --quiet --show-output refused"

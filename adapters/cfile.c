@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "afile.h"
+#include "util/afile.h"
 #include "jedit.h"
 #include "yedit.h"
 

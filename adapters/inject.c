@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "afile.h"
+#include "util/afile.h"
 
 int inject_set_flag(struct strvec *argv, const char *flag, const char *value)
 {

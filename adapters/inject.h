@@ -41,7 +41,7 @@
 
 #include "cfile.h"
 #include "preset.h"
-#include "strvec.h"
+#include "util/strvec.h"
 
 struct inject_candidate {
     long micro_batch;

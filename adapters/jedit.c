@@ -23,7 +23,7 @@
  * equal the new tree.
  */
 #include "jedit.h"
-#include "errbuf.h"
+#include "util/errbuf.h"
 
 #include <jansson.h>
 #include <stdarg.h>

@@ -5,7 +5,7 @@
  * configs/presets/, compiled in by CMakeLists.txt as `ab_presets`.
  */
 #include "preset.h"
-#include "errbuf.h"
+#include "util/errbuf.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -25,8 +25,8 @@
  * Library code: never prints, never exits, no global mutable state.
  */
 #include "yedit.h"
-#include "errbuf.h"
-#include "sbuf.h"
+#include "util/errbuf.h"
+#include "util/sbuf.h"
 
 #include <stdarg.h>
 #include <stdbool.h>

@@ -12,7 +12,7 @@
  * Compared: Lightning's scale_batch_size (power, binsearch), Accelerate's
  * find_executable_batch_size (x0.9 now, x0.5 before 2025), a DeepSpeed-
  * autotuning-style predictor, and autobatch's own search, driven through
- * tuner/space.c exactly as tuner/main.c drives it.  bench/README.md says
+ * tuner/search/space.c exactly as tuner/cli/main.c drives it.  bench/README.md says
  * how the curves, costs and ground truth are defined and what the
  * simulation leaves out.
  *
@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "search.h"
-#include "space.h"
+#include "search/search.h"
+#include "search/space.h"
 
 #define MIB (1024.0 * 1024.0)
 #define NCURVES 40
@@ -627,8 +627,8 @@ static void alg_deepspeed(struct run *r, const struct curve *c)
 /* ------------------------------------------------------------ autobatch */
 
 /*
- * The project's search through tuner/space.c, one cell in free mode,
- * driven like tuner/main.c: space_next, run, space_record with the
+ * The project's search through tuner/search/space.c, one cell in free mode,
+ * driven like tuner/cli/main.c: space_next, run, space_record with the
  * memory figure the trial produced.  The choice mirrors ab_choose() with
  * --headroom 0: the fastest measured fit; speeds within 1% of each other
  * are a tie that goes to the smaller measured memory.  Like ab_choose it

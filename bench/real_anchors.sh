@@ -34,7 +34,7 @@
 # BENCH_KEEP_WORK (set: keep the temporary directory with every log).
 #
 # The cap.  autobatch's --trial-memory-limit is RLIMIT_AS on each trial
-# process (tuner/trial.c: setrlimit(RLIMIT_AS), soft = hard); the anchors'
+# process (tuner/trial/trial.c: setrlimit(RLIMIT_AS), soft = hard); the anchors'
 # whole Python process gets the same limit with `prlimit --as=BYTES`.  Under
 # an address-space cap what a program maps before training counts too, and
 # the programs differ there (lightning_job.py peaks about 57 MB and

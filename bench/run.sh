@@ -10,8 +10,8 @@
 #
 # It compiles directly with $CC (default cc) into $BENCH_BUILD (default
 # build-bench/, git-ignored), so it needs neither CMake nor the project's
-# libraries: only bench.c and the search it measures, tuner/search.c and
-# tuner/space.c.
+# libraries: only bench.c and the search it measures, tuner/search/search.c and
+# tuner/search/space.c.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -29,7 +29,7 @@ done
 
 mkdir -p "$build"
 "$cc" -std=c11 -O2 -Wall -Wextra -Werror -I "$root/tuner" \
-  "$root/bench/bench.c" "$root/tuner/search.c" "$root/tuner/space.c" -lm \
+  "$root/bench/bench.c" "$root/tuner/search/search.c" "$root/tuner/search/space.c" -lm \
   -o "$build/autobatch-bench"
 
 if [ "$save" = 1 ]; then

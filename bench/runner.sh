@@ -18,7 +18,7 @@
 # Start-up: `autobatch --version` 200 times (wall seconds), and the
 # instructions of one run under callgrind when valgrind is installed.
 # libcurl and the libraries it pulls in were linked into every run until
-# issue 12; now tuner/webhook.c loads it when a webhook is used.
+# issue 12; now tuner/output/webhook.c loads it when a webhook is used.
 #
 # With --baseline REV the same runs are made with REV's autobatch, built in
 # a temporary worktree, side by side in the same run.  --save writes

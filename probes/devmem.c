@@ -4,7 +4,7 @@
  * segments (see devmem.h).  The CUDA driver binding is devmem_cuda.c.
  */
 #include "devmem.h"
-#include "errbuf.h"
+#include "util/errbuf.h"
 
 #include <stdlib.h>
 

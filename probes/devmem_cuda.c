@@ -10,7 +10,7 @@
  * the toolkit, devmem_cuda_open() only says that the build has no CUDA.
  */
 #include "devmem.h"
-#include "errbuf.h"
+#include "util/errbuf.h"
 
 #include <string.h>
 

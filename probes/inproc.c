@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "errbuf.h"
+#include "util/errbuf.h"
 
 extern const char ab_probe_sitecustomize[];
 extern const size_t ab_probe_sitecustomize_len;

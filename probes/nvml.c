@@ -9,7 +9,7 @@
  * caller must ask for the versioned symbols itself.
  */
 #include "nvml.h"
-#include "errbuf.h"
+#include "util/errbuf.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #include "casim.h"
-#include "errbuf.h"
+#include "util/errbuf.h"
 
 /* ------------------------------------------------------------- reading */
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# The follower of a Slurm array task (autobatch __slurm-follow, tuner/slurm.c)
+# The follower of a Slurm array task (autobatch __slurm-follow, tuner/trial/slurm.c)
 # against a scripted scontrol and scancel: it copies the task's output,
 # touches the heartbeat, and turns each final state into an exit status
 # and a line (COMPLETED 0, FAILED the task's code, OUT_OF_MEMORY and the

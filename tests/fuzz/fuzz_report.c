@@ -34,8 +34,8 @@
 #include <string.h>
 
 #include "fmtcheck.h"
-#include "matrix.h"
-#include "report.h"
+#include "output/matrix.h"
+#include "output/report.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

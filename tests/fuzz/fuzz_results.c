@@ -21,11 +21,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "baseline.h"
-#include "matrix.h"
-#include "report.h"
-#include "results.h"
-#include "webhook.h"
+#include "output/baseline.h"
+#include "output/matrix.h"
+#include "output/report.h"
+#include "output/results.h"
+#include "output/webhook.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "afile.h"
+#include "util/afile.h"
 
 static char dir[64];
 

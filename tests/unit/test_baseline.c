@@ -19,7 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "baseline.h"
+#include "output/baseline.h"
 #include "fixture.h"
 
 static void set_sps(json_t *doc, double sps)

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cache.h"
+#include "search/cache.h"
 
 static char dir[] = "/tmp/ab-cache-XXXXXX";
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lbuf.h"
+#include "trial/lbuf.h"
 
 struct got {
     char lines[16][128];

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "matrix.h"
+#include "output/matrix.h"
 #include "fixture.h"
 #include "timing.h"
 

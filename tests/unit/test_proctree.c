@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "proctree.h"
+#include "trial/proctree.h"
 #include "timing.h"
 
 static void test_orphan_comes_back_and_dies(void **state)

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "report.h"
+#include "output/report.h"
 #include "fixture.h"
 #include "timing.h"
 #include "../fuzz/fmtcheck.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "results.h"
+#include "output/results.h"
 
 static void fill(struct results *r)
 {

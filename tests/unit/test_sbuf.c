@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sbuf.h"
+#include "util/sbuf.h"
 
 static void test_appends(void **state)
 {

@@ -8,7 +8,7 @@
 
 #include <math.h>
 
-#include "search.h"
+#include "search/search.h"
 
 /* Run the search against "fits iff v <= limit"; returns trials used and
  * checks that no candidate was proposed twice. */

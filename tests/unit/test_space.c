@@ -12,7 +12,7 @@
 
 #include <string.h>
 
-#include "space.h"
+#include "search/space.h"
 
 struct sim {
     double base, per_off, per_on, cap;

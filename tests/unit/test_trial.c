@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "proctree.h"
-#include "trial.h"
+#include "trial/proctree.h"
+#include "trial/trial.h"
 
 extern char **environ;
 static struct oom_table oom = OOM_TABLE_INIT;

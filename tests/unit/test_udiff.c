@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "udiff.h"
+#include "util/udiff.h"
 
 static void write_file(const char *path, const char *s, size_t n)
 {

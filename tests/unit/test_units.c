@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "units.h"
+#include "util/units.h"
 
 static void test_durations(void **state)
 {

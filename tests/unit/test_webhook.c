@@ -33,7 +33,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "webhook.h"
+#include "output/webhook.h"
 
 /* A results file as autobatch writes it (a --checkpointing both run of
  * simtrain, two trials kept), with a GPU and a baseline added. */

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * progress: what the user sees while autobatch works.
+ *
+ * The style follows stderr.  On a terminal (and TERM is not "dumb") a
+ * live status of up to three lines is redrawn in place while a trial
+ * runs: the trial and its candidate with every knob, the step and it/s;
+ * the run's elapsed time, the time --budget leaves, and the bracket of
+ * the candidate's cell (largest fit, smallest failure); the fastest fit
+ * so far.  It is replaced by the trial's outcome line when the trial
+ * ends.  There the command's own output is hidden unless --show-output
+ * (the live status then steps aside for it).  Elsewhere (CI logs, files)
+ * plain lines, one when a trial starts and one when it ends, and the
+ * command's output is passed through as it arrives.  --quiet hides the
+ * command's output everywhere.  When a trial fails and its output was
+ * hidden, its last lines are printed under the outcome line.  Colour on a
+ * terminal unless NO_COLOR is set.  stdout is kept for the final answer
+ * and `--json -`.
+ *
+ * Life cycle: progress_init() once (no resources are held: nothing to
+ * release); per trial progress_bracket() (optional), progress_trial_start(),
+ * the trial hooks progress_output() and progress_step() while it runs,
+ * progress_tick() from the trial loop's tick, progress_trial_end();
+ * progress_note() for any line of autobatch's own at any time.
+ */
+#ifndef AB_PROGRESS_H
+#define AB_PROGRESS_H
+
+#include <stddef.h>
+
+#include "trial/trial.h"
+
+struct progress {
+    int tty, color, quiet, verbose;
+    int show;          /**< the command's output is passed through */
+    int hidden;        /**< the current trial's output was not shown */
+    int active;        /**< a trial is running: its live status is wanted */
+    int live;          /**< lines of the live status drawn on the terminal now */
+    int dirty;         /**< something it shows changed since it was drawn */
+    int at_bol;        /**< the last byte we wrote to stderr ended a line */
+    long trial_id, micro_batch, grad_accum;
+    int checkpointing;
+    long step, target;
+    double rate;       /**< it/s, <0 unknown */
+    double first_step_t; /**< when this trial's first step was seen; 0 none yet */
+    long first_step;   /**< ... and which it was */
+    const char *unit;  /**< the batch knob's unit, for "N frames/s" */
+    double t0;         /**< when the run started (progress_init) */
+    double budget_s;   /**< --budget, for the time left; <=0 none */
+    double last_draw;  /**< when the live status was last drawn */
+    long fit, fail;    /**< the candidate's cell: largest fit, smallest failure; -1 none */
+    double best_sps;   /**< the fastest fit so far, samples/s; <=0 none yet */
+    long best_micro, best_accum;
+    int best_ckpt;
+    double last_event; /**< when the last --events step line went out */
+    long event_trial;  /**< ... and for which trial */
+};
+
+/** quiet: --quiet; show_output: --show-output (the two exclude each other). */
+void progress_init(struct progress *p, int quiet, int show_output, int verbose);
+/** The bracket of the next trial's cell: its largest fit and smallest
+ *  failure so far, -1 for none.  Reset by each progress_trial_end(). */
+void progress_bracket(struct progress *p, long max_fit, long min_fail);
+/** argv NULL: the trial ran elsewhere (a worker) and its output was not
+ *  shown; its start is said together with its end. */
+void progress_trial_start(struct progress *p, long id, long micro, long accum, int ckpt,
+                          long target_steps, char *const *argv);
+/** Trial hooks (see trial.h); ctx is the struct progress. */
+void progress_output(void *ctx, int stream, const char *data, size_t n);
+void progress_step(void *ctx, long step, double rate_it_s);
+/** From the trial loop's tick: keeps the live status's clock moving. */
+void progress_tick(void);
+void progress_trial_end(struct progress *p, const struct trial_result *r, double samples_per_s);
+/** A message line of autobatch's own ("autobatch: ..."), on stderr. */
+void progress_note(struct progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/**
+ * Cut s for a one-line message: at most max bytes, at a word boundary
+ * with " ..." when it is longer (mid-word only for a word longer than
+ * half of max).  Writes a NUL-terminated result of at most max + 4 bytes
+ * to out (size outlen); returns out.
+ */
+char *progress_clip(const char *s, size_t max, char *out, size_t outlen);
+
+#endif

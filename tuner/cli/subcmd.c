@@ -1,0 +1,706 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * subcmd: config, report, matrix, notify and predict, and the end-of-run outputs
+ * (see subcmd.h).
+ */
+#include "cli/subcmd.h"
+#include "trial/slurm.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/afile.h"
+#include "output/baseline.h"
+#include "search/cache.h"
+#include "cfile.h"
+#include "devmem.h"
+#include "output/matrix.h"
+#include "output/report.h"
+#include "output/results.h"
+#include "search/guide.h"
+#include "replay.h"
+#include "util/units.h"
+#include "output/webhook.h"
+
+enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_REGRESSION = 6 };
+
+/* ------------------------------------------------------ config get/set */
+
+/* config set's edits, made on the file's bytes as they are under its
+ * lock: a `config set` or a --write beside this one waits for it, so
+ * neither loses the other's change.  0, or 2 after saying why. */
+static int subcmd_config_set(const char *path, int argc, char **argv)
+{
+    char err[512];
+    int lock = afile_lock(path, err, sizeof err);
+    if (lock < 0) {
+        cli_error("%s; the file was not changed", err);
+        return 2;
+    }
+    struct cfile f = CFILE_INIT;
+    int rc = 0;
+    if (cfile_load(&f, path, err, sizeof err)) {
+        cli_error("%s", err);
+        rc = 2;
+    }
+    for (int i = 4; i < argc && rc == 0; i++) {
+        char *eq = strchr(argv[i], '=');
+        if (!eq || eq == argv[i]) {
+            cli_error("'%s': expected KEY=VALUE, e.g. train.batch_size=16", argv[i]);
+            rc = 2;
+            break;
+        }
+        *eq = '\0';
+        if (cfile_set(&f, argv[i], eq + 1, err, sizeof err) != CEDIT_OK) {
+            cli_error("%s: %s; the file was not changed", path, err);
+            rc = 2;
+        }
+        *eq = '=';
+    }
+    if (rc == 0 && cfile_changed(&f) && cfile_save(&f, path, err, sizeof err)) {
+        cli_error("%s", err);
+        rc = 2;
+    }
+    afile_unlock(lock);
+    cfile_release(&f);
+    return rc;
+}
+
+/* autobatch config get FILE KEY | config set FILE KEY=VALUE...  All sets
+ * are applied in memory and written once, atomically, under the file's
+ * lock; any failure leaves the file untouched. */
+static int subcmd_config(int argc, char **argv)
+{
+    char err[512];
+    if (argc < 4 || (strcmp(argv[2], "get") && strcmp(argv[2], "set")) ||
+        (!strcmp(argv[2], "get") && argc != 5)) {
+        cli_error("usage: autobatch config get FILE KEY | autobatch config set FILE KEY=VALUE...");
+        return 2;
+    }
+    const char *path = argv[3];
+    /* A missing or unreadable file fails here, before any lock; set reads
+     * it again under the lock. */
+    struct cfile f = CFILE_INIT;
+    if (cfile_load(&f, path, err, sizeof err)) {
+        cli_error("%s", err);
+        return 2;
+    }
+    int rc = 0;
+    if (!strcmp(argv[2], "get")) {
+        char *v = NULL;
+        if (cfile_get(&f, argv[4], &v, err, sizeof err) != CEDIT_OK) {
+            cli_error("%s: %s", path, err);
+            rc = 2;
+        } else {
+            printf("%s\n", v);
+        }
+        free(v);
+        cfile_release(&f);
+        return rc;
+    }
+    cfile_release(&f);
+    if (argc < 5) {
+        cli_error("config set needs at least one KEY=VALUE, e.g. autobatch config set %s "
+                  "train.batch_size=16", path);
+        return 2;
+    }
+    return subcmd_config_set(path, argc, argv);
+}
+
+/* -------------------------------------------------------- shared bits */
+
+/* Write text to path (see afile.h), or to stdout for NULL, "-" or
+ * /dev/stdout (through our stdout stream, so it comes after what we have
+ * printed there already). */
+static int subcmd_emit(const char *path, const char *text, size_t len)
+{
+    char err[512];
+    if (!path || !strcmp(path, "-") || !strcmp(path, "/dev/stdout")) {
+        if (fwrite(text, 1, len, stdout) != len || fflush(stdout)) {
+            cli_error("cannot write to stdout");
+            return -1;
+        }
+        return 0;
+    }
+    if (afile_write(path, text, len, err, sizeof err)) {
+        cli_error("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+static json_t *subcmd_load(const char *path)
+{
+    json_error_t je;
+    json_t *doc = json_load_file(path, 0, &je);
+    if (!doc)
+        cli_error("cannot read results '%s': %s (line %d); give a file written by --json",
+                  path, je.text, je.line);
+    else if (!json_is_object(doc)) {
+        cli_error("'%s' is not an autobatch results file", path);
+        json_decref(doc);
+        doc = NULL;
+    }
+    return doc;
+}
+
+/* Options of the small subcommands: --format F, -o FILE, --webhook URL,
+ * --webhook-format F, --webhook-insecure; the rest are operands. */
+struct sub_opts {
+    const char *format, *out, *webhook, *webhook_format;
+    int insecure;
+    char **files;
+    int nfiles;
+};
+
+static int subcmd_parse(int argc, char **argv, int first, struct sub_opts *o, int allow_webhook)
+{
+    memset(o, 0, sizeof *o);
+    o->files = calloc((size_t)argc, sizeof *o->files);
+    if (!o->files)
+        return -1;
+    for (int i = first; i < argc; i++) {
+        const char *a = argv[i];
+        const char **slot = NULL;
+        if (!strcmp(a, "--format") || !strncmp(a, "--format=", 9))
+            slot = &o->format;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strncmp(a, "--output=", 9))
+            slot = &o->out;
+        else if (allow_webhook && (!strcmp(a, "--webhook") || !strncmp(a, "--webhook=", 10)))
+            slot = &o->webhook;
+        else if (allow_webhook && (!strcmp(a, "--webhook-format") || !strncmp(a, "--webhook-format=", 17)))
+            slot = &o->webhook_format;
+        else if (allow_webhook && !strcmp(a, "--webhook-insecure")) {
+            o->insecure = 1;
+            continue;
+        } else if (a[0] == '-' && a[1]) {
+            cli_error("unknown option '%s' for 'autobatch %s'; try 'autobatch --help'", a, argv[1]);
+            return -1;
+        } else {
+            o->files[o->nfiles++] = argv[i];
+            continue;
+        }
+        const char *eq = strchr(a, '=');
+        if (eq && a[1] == '-') {
+            *slot = eq + 1;
+        } else if (i + 1 < argc) {
+            *slot = argv[++i];
+        } else {
+            cli_error("option '%s' needs a value", a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- report */
+
+static int subcmd_report(int argc, char **argv)
+{
+    struct sub_opts o;
+    enum report_format f = REPORT_MARKDOWN;
+    int rc = EXIT_USAGE;
+    if (subcmd_parse(argc, argv, 2, &o, 0))
+        goto out;
+    if (o.nfiles != 1) {
+        cli_error("usage: autobatch report RESULTS [--format markdown|html|junit] [-o FILE]");
+        goto out;
+    }
+    if (o.format && report_format_parse(o.format, &f)) {
+        cli_error("--format '%s': use markdown, html or junit", o.format);
+        goto out;
+    }
+    json_t *doc = subcmd_load(o.files[0]);
+    if (!doc)
+        goto out;
+    char *text = NULL, err[512];
+    size_t len = 0;
+    if (report_render(doc, f, &text, &len, err, sizeof err))
+        cli_error("%s: %s", o.files[0], err);
+    else if (!subcmd_emit(o.out, text, len))
+        rc = EXIT_OK;
+    free(text);
+    json_decref(doc);
+out:
+    free(o.files);
+    return rc;
+}
+
+/* ------------------------------------------------------------- matrix */
+
+static int subcmd_matrix(int argc, char **argv)
+{
+    struct sub_opts o;
+    enum matrix_format f = MATRIX_MARKDOWN;
+    int rc = EXIT_USAGE;
+    json_t **docs = NULL;
+    if (subcmd_parse(argc, argv, 2, &o, 0))
+        goto out;
+    if (o.nfiles < 1) {
+        cli_error("usage: autobatch matrix RESULTS... [--format markdown|json] [-o FILE]");
+        goto out;
+    }
+    if (o.format && matrix_format_parse(o.format, &f)) {
+        cli_error("--format '%s': use markdown or json", o.format);
+        goto out;
+    }
+    docs = calloc((size_t)o.nfiles, sizeof *docs);
+    if (!docs)
+        goto out;
+    for (int i = 0; i < o.nfiles; i++)
+        if (!(docs[i] = subcmd_load(o.files[i])))
+            goto out;
+    char *text = NULL, err[512];
+    size_t len = 0;
+    if (matrix_render(docs, (const char *const *)o.files, (size_t)o.nfiles, f, &text, &len, err,
+                      sizeof err))
+        cli_error("%s", err);
+    else if (!subcmd_emit(o.out, text, len))
+        rc = EXIT_OK;
+    free(text);
+out:
+    for (int i = 0; docs && i < o.nfiles; i++)
+        json_decref(docs[i]);
+    free(docs);
+    free(o.files);
+    return rc;
+}
+
+/* ------------------------------------------------------------ webhook */
+
+static volatile sig_atomic_t subcmd_cancel;
+
+static void subcmd_on_signal(int sig)
+{
+    subcmd_cancel = sig;
+}
+
+/* The webhook spool: state, not cache (a cache may be wiped at any time).
+ * legacy: where versions before 0.1.0 kept it, under the cache directory,
+ * still flushed by autobatch notify. */
+static int subcmd_spool_dir(char *out, size_t len, int legacy)
+{
+    char dir[4000];
+    if (legacy ? cache_dir(dir, sizeof dir) : state_dir(dir, sizeof dir))
+        return -1;
+    snprintf(out, len, "%s/%s", dir, WEBHOOK_SPOOL_SUBDIR);
+    return 0;
+}
+
+static void subcmd_webhook_opts(struct webhook_opts *wo, const char *url, int insecure,
+                                const volatile sig_atomic_t *cancel)
+{
+    webhook_opts_default(wo);
+    wo->url = url;
+    const char *secret = getenv(WEBHOOK_ENV_SECRET);
+    wo->secret = secret && *secret ? secret : NULL;
+    wo->insecure = insecure;
+    wo->cancel = cancel;
+}
+
+/* Post doc; on failure warn and spool.  Returns 0 when delivered. */
+static int subcmd_post(const json_t *doc, const char *url, const char *format, int insecure,
+                       const volatile sig_atomic_t *cancel)
+{
+    char err[512], shown[512];
+    enum webhook_format f = WEBHOOK_GENERIC;
+    if (format && webhook_format_parse(format, &f)) {
+        cli_error("--webhook-format '%s': use generic, slack, discord or teams", format);
+        return -1;
+    }
+    webhook_url_redact(url, shown, sizeof shown);
+    if (insecure)
+        fprintf(stderr, "autobatch: WARNING: --webhook-insecure: the TLS certificate of '%s' is "
+                        "NOT verified; anyone on the path can read and change this delivery\n",
+                shown);
+    char *body = NULL;
+    size_t len = 0;
+    if (webhook_payload(doc, f, &body, &len, err, sizeof err)) {
+        fprintf(stderr, "autobatch: warning: webhook: %s\n", err);
+        return -1;
+    }
+    struct webhook_opts wo;
+    struct webhook_result wr;
+    subcmd_webhook_opts(&wo, url, insecure, cancel);
+    int rc = webhook_send(&wo, body, len, &wr, err, sizeof err);
+    if (rc) {
+        char dir[4096], serr[512];
+        fprintf(stderr, "autobatch: warning: webhook '%s' not delivered: %s\n", shown, err);
+        if (wr.permanent)
+            fprintf(stderr, "autobatch: the server refused it (HTTP %ld); not kept for later\n",
+                    wr.last_status);
+        else if (subcmd_spool_dir(dir, sizeof dir, 0) ||
+                 webhook_spool_save_delivery(dir, url, body, len, wr.delivery_id, serr, sizeof serr))
+            fprintf(stderr, "autobatch: warning: could not keep it for later either: %s\n",
+                    subcmd_spool_dir(dir, sizeof dir, 0) ? "no state directory (set HOME)" : serr);
+        else
+            fprintf(stderr, "autobatch: kept in '%s'; 'autobatch notify RESULTS' sends it later\n", dir);
+    }
+    free(body);
+    return rc;
+}
+
+static int subcmd_notify(int argc, char **argv)
+{
+    struct sub_opts o;
+    int rc = EXIT_USAGE;
+    if (subcmd_parse(argc, argv, 2, &o, 1))
+        goto out;
+    const char *url = o.webhook ? o.webhook : getenv(WEBHOOK_ENV_URL);
+    if (o.nfiles > 1 || (!url && o.nfiles == 1)) {
+        cli_error(o.nfiles > 1 ? "usage: autobatch notify [RESULTS] [--webhook URL] [--webhook-format F]"
+                               : "no webhook: give --webhook URL or set AUTOBATCH_WEBHOOK_URL");
+        goto out;
+    }
+    char err[512];
+    if (webhook_global_init(err, sizeof err)) {
+        cli_error("%s", err);
+        goto out;
+    }
+    signal(SIGINT, subcmd_on_signal);
+    signal(SIGTERM, subcmd_on_signal);
+    rc = EXIT_OK;
+    if (o.nfiles == 1) {
+        json_t *doc = subcmd_load(o.files[0]);
+        if (!doc)
+            rc = EXIT_USAGE;
+        else if (subcmd_post(doc, url, o.webhook_format, o.insecure, &subcmd_cancel))
+            rc = 1;
+        json_decref(doc);
+    }
+    /* Then whatever earlier runs could not deliver. */
+    char dir[4096];
+    for (int legacy = 0; legacy < 2; legacy++) {
+        int sent = 0, left = 0;
+        struct stat st;
+        if (subcmd_spool_dir(dir, sizeof dir, legacy) || (legacy && stat(dir, &st)))
+            continue;
+        struct webhook_opts wo;
+        subcmd_webhook_opts(&wo, url, o.insecure, &subcmd_cancel);
+        if (webhook_spool_flush(dir, &wo, o.webhook, &sent, &left, err, sizeof err) && left) {
+            fprintf(stderr, "autobatch: %d kept deliveries still not sent: %s\n", left, err);
+            rc = rc ? rc : 1;
+        }
+        if (sent)
+            fprintf(stderr, "autobatch: sent %d kept deliveries\n", sent);
+    }
+    webhook_global_cleanup();
+out:
+    free(o.files);
+    return rc;
+}
+
+/* ------------------------------------------------------------ outputs */
+
+int subcmd_outputs_check(const struct plan *plan, json_t **baseline)
+{
+    char err[512];
+    const char *paths[] = { plan->markdown_path, plan->junit_path, plan->html_path };
+    const char *names[] = { "--markdown", "--junit", "--html" };
+    for (size_t i = 0; i < 3; i++) {
+        if (paths[i] && strcmp(paths[i], "-") && afile_check_writable(paths[i], err, sizeof err)) {
+            cli_error("%s: %s; choose a writable path", names[i], err);
+            return EXIT_USAGE;
+        }
+    }
+    *baseline = NULL;
+    if (plan->baseline_path && !(*baseline = baseline_load(plan->baseline_path, err, sizeof err))) {
+        cli_error("--baseline: %s; give a results file written by --json", err);
+        return EXIT_USAGE;
+    }
+    if (plan->webhook_url && strncasecmp(plan->webhook_url, "https://", 8) &&
+        strncasecmp(plan->webhook_url, "http://", 7)) {
+        cli_error("--webhook: only http:// and https:// URLs are posted to; check the URL");
+        return EXIT_USAGE;
+    }
+    enum webhook_format f;
+    if (plan->webhook_url && webhook_format_parse(plan->webhook_format, &f)) {
+        cli_error("--webhook-format '%s': use generic, slack, discord or teams", plan->webhook_format);
+        return EXIT_USAGE;
+    }
+    return EXIT_OK;
+}
+
+/* Append the Markdown summary to $GITHUB_STEP_SUMMARY, within GitHub's
+ * 1 MiB per step (counting what the step already wrote). */
+static void subcmd_step_summary(const json_t *doc)
+{
+    const char *path = getenv("GITHUB_STEP_SUMMARY");
+    if (!path || !*path)
+        return;
+    struct stat st;
+    size_t used = !stat(path, &st) && st.st_size > 0 ? (size_t)st.st_size : 0;
+    if (used + 1024 >= REPORT_STEP_SUMMARY_LIMIT) {
+        fprintf(stderr, "autobatch: warning: $GITHUB_STEP_SUMMARY is full; summary not added\n");
+        return;
+    }
+    char *text = NULL, err[512];
+    size_t len = 0;
+    if (report_summary_markdown(doc, REPORT_STEP_SUMMARY_LIMIT - used - 1, &text, &len, err,
+                                sizeof err)) {
+        fprintf(stderr, "autobatch: warning: step summary: %s\n", err);
+        return;
+    }
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    ssize_t w = fd >= 0 ? write(fd, text, len) : -1;
+    if (fd < 0 || w != (ssize_t)len)
+        fprintf(stderr, "autobatch: warning: cannot append to $GITHUB_STEP_SUMMARY '%s'\n", path);
+    if (fd >= 0)
+        close(fd);
+    free(text);
+}
+
+int subcmd_outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, int status,
+                         const volatile sig_atomic_t *cancel)
+{
+    char err[512];
+    if (baseline) {
+        int reg = baseline_compare(doc, baseline, plan->baseline_path, plan->regression_threshold,
+                                   err, sizeof err);
+        json_t *changes = json_object_get(json_object_get(doc, "baseline"), "changes");
+        size_t i;
+        json_t *c;
+        json_array_foreach(changes, i, c)
+            fprintf(stderr, "autobatch: baseline: %s%s\n",
+                    json_is_true(json_object_get(c, "regression")) ? "REGRESSION: " : "",
+                    json_string_value(json_object_get(c, "text")));
+        if (reg < 0)
+            fprintf(stderr, "autobatch: warning: --baseline: %s\n", err);
+        if (reg == 1 && status == EXIT_OK)
+            status = EXIT_REGRESSION;
+        json_object_set_new(json_object_get(doc, "summary"), "exit", json_integer(status));
+    }
+    if (plan->json_path && results_write_json(doc, plan->json_path, err, sizeof err)) {
+        cli_error("%s", err);
+        if (status == EXIT_OK)
+            status = EXIT_USAGE;
+    }
+    const char *paths[] = { plan->markdown_path, plan->junit_path, plan->html_path };
+    enum report_format fmts[] = { REPORT_MARKDOWN, REPORT_JUNIT, REPORT_HTML };
+    for (size_t k = 0; k < 3; k++) {
+        if (!paths[k])
+            continue;
+        char *text = NULL;
+        size_t len = 0;
+        if (report_render(doc, fmts[k], &text, &len, err, sizeof err)) {
+            cli_error("%s report: %s", report_format_name(fmts[k]), err);
+            if (status == EXIT_OK)
+                status = EXIT_USAGE;
+        } else if (subcmd_emit(paths[k], text, len) && status == EXIT_OK) {
+            status = EXIT_USAGE;
+        }
+        free(text);
+    }
+    subcmd_step_summary(doc);
+    if (plan->webhook_url) {
+        if (webhook_global_init(err, sizeof err))
+            fprintf(stderr, "autobatch: warning: webhook: %s\n", err);
+        else {
+            subcmd_post(doc, plan->webhook_url, plan->webhook_format, plan->webhook_insecure, cancel);
+            webhook_global_cleanup();
+        }
+    }
+    return status;
+}
+
+/* ------------------------------------------------------------ predict */
+
+/* One cell's kept traces: up to three sizes, smallest first. */
+struct pcell {
+    long accum;
+    int ckpt;
+    long b[3];
+    char path[3][4400];
+    size_t n;
+};
+
+#define PREDICT_USAGE "usage: autobatch predict TRACES_DIR --capacity SIZE [--batch MIN:MAX[:STEP]] " \
+                      "[--gpu N]"
+
+/* With --gpu: the cell's CUDA model replayed with real cudaMalloc on the
+ * GPU, held back to stand in for a card of cap bytes.  Prints one line. */
+static void predict_on_gpu(const struct replay_model *m, const struct devmem_ops *ops, int gpu,
+                           uint64_t cap, const char *cap_s, long min, long max, long step)
+{
+    printf("  on GPU %d: ", gpu);
+    if (m->device != 'g') {
+        printf("not replayed: the traces were recorded on the CPU\n");
+        return;
+    }
+    char err[512];
+    struct devmem_hold h;
+    uint64_t outside = m->outside > 0 ? (uint64_t)m->outside : 0;
+    uint64_t room = cap > outside ? cap - outside : 0;
+    if (devmem_hold(&h, ops, room, err, sizeof err)) {
+        printf("not replayed: %s\n", err);
+        return;
+    }
+    struct casim_device dev;
+    devmem_as_casim(ops, &dev);
+    int64_t need;
+    long p = replay_predict_on(m, min, max, step, &dev, &need);
+    double held = (double)h.bytes / (1 << 30), left = (double)h.free_after / (1 << 30);
+    devmem_unhold(&h);
+    if (p == min - 2)
+        printf("the replay failed: %s\n", ops->error(ops->ctx));
+    else if (p < min)
+        printf("nothing from %ld fits in %s (%.2f GiB held back, %.2f GiB left to the allocator; "
+               "replayed, unconfirmed)\n", min, cap_s, held, left);
+    else
+        printf("largest micro-batch %ld%s in %s (peak reserved + outside %.2f GiB; %.2f GiB held "
+               "back, %.2f GiB left to the allocator; replayed with cudaMalloc, unconfirmed)\n",
+               p, p == max ? " (the top of --batch)" : "", cap_s, (double)need / (1 << 30), held,
+               left);
+}
+
+/* autobatch predict DIR --capacity SIZE [--batch MIN:MAX[:STEP]] [--gpu N]:
+ * the largest micro-batch per cell for another capacity, from the traces
+ * --keep-traces kept; with --gpu also replayed on that GPU, with memory
+ * held back down to the capacity.  Predictions only: no trial is run. */
+static int subcmd_predict(int argc, char **argv)
+{
+    const char *dir = NULL, *cap_s = NULL, *batch_s = NULL, *gpu_s = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char **slot = !strcmp(argv[i], "--capacity") ? &cap_s
+                          : !strcmp(argv[i], "--batch") ? &batch_s
+                          : !strcmp(argv[i], "--gpu") ? &gpu_s : NULL;
+        if (slot && i + 1 < argc) {
+            *slot = argv[++i];
+        } else if (slot || argv[i][0] == '-' || dir) {
+            cli_error(PREDICT_USAGE);
+            return EXIT_USAGE;
+        } else {
+            dir = argv[i];
+        }
+    }
+    uint64_t cap = 0;
+    long min = 1, max = 1024, step = 1;
+    if (!dir || !cap_s) {
+        cli_error(PREDICT_USAGE ", e.g. autobatch predict traces --capacity 24G");
+        return EXIT_USAGE;
+    }
+    if (units_size(cap_s, &cap) || cap == 0 || cap > (uint64_t)INT64_MAX) {
+        cli_error("--capacity '%s': a size such as 24G or 800000K", cap_s);
+        return EXIT_USAGE;
+    }
+    if (batch_s && cli_batch_range(batch_s, &min, &max, &step))
+        return EXIT_USAGE;
+    long gpu = -1;
+    char *end;
+    if (gpu_s && (gpu = strtol(gpu_s, &end, 10), *end || end == gpu_s || gpu < 0 || gpu > 1023)) {
+        cli_error("--gpu '%s': a GPU number such as 0", gpu_s);
+        return EXIT_USAGE;
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        cli_error("cannot read '%s': %s; give the directory of --keep-traces", dir, strerror(errno));
+        return EXIT_USAGE;
+    }
+    struct pcell cells[64];
+    size_t ncells = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long accum, b;
+        char ck[4], tail[8];
+        if (sscanf(e->d_name, "accum%ld-ckpt%3[onf]-b%ld.tx%7s", &accum, ck, &b, tail) != 4 ||
+            strcmp(tail, "t") || accum < 1 || b < 1 || (strcmp(ck, "on") && strcmp(ck, "off")))
+            continue;
+        int on = !strcmp(ck, "on");
+        size_t k = 0;
+        while (k < ncells && !(cells[k].accum == accum && cells[k].ckpt == on))
+            k++;
+        if (k == ncells) {
+            if (ncells == sizeof cells / sizeof *cells)
+                continue;
+            cells[ncells++] = (struct pcell){ .accum = accum, .ckpt = on };
+        }
+        struct pcell *c = &cells[k];
+        /* Keep the three smallest sizes, in order. */
+        size_t at = c->n;
+        while (at > 0 && c->b[at - 1] > b)
+            at--;
+        if (at >= 3)
+            continue;
+        for (size_t j = c->n < 3 ? c->n : 2; j > at; j--) {
+            c->b[j] = c->b[j - 1];
+            memcpy(c->path[j], c->path[j - 1], sizeof c->path[j]);
+        }
+        c->b[at] = b;
+        snprintf(c->path[at], sizeof c->path[at], "%s/%s", dir, e->d_name);
+        if (c->n < 3)
+            c->n++;
+    }
+    closedir(d);
+    if (!ncells) {
+        cli_error("no traces in '%s' (files named accum1-ckptoff-b2.txt, as --keep-traces "
+                  "writes them)", dir);
+        return EXIT_USAGE;
+    }
+    struct devmem_ops ops = { 0 };
+    if (gpu >= 0) {
+        char err[512];
+        if (devmem_cuda_open((int)gpu, &ops, err, sizeof err)) {
+            cli_error("--gpu %ld: %s", gpu, err);
+            return EXIT_USAGE;
+        }
+    }
+    int predicted = 0;
+    for (size_t k = 0; k < ncells; k++) {
+        struct pcell *c = &cells[k];
+        struct replay_trace t[3] = { REPLAY_TRACE_INIT, REPLAY_TRACE_INIT, REPLAY_TRACE_INIT };
+        struct replay_model m = REPLAY_MODEL_INIT;
+        char why[512] = "needs traces of two sizes";
+        int ok = c->n >= 2;
+        for (size_t j = 0; ok && j < c->n; j++)
+            ok = !replay_trace_load(c->path[j], &t[j], why, sizeof why);
+        if (ok)
+            ok = !replay_fit(t, c->b, c->n, &m, why, sizeof why);
+        printf("accum %ld, ckpt %s: ", c->accum, c->ckpt ? "on" : "off");
+        if (!ok) {
+            printf("no prediction: %s\n", why);
+        } else {
+            int64_t need;
+            long p = replay_predict(&m, min, max, step, (int64_t)cap, &need);
+            if (p < min)
+                printf("nothing from %ld fits in %s (%ld needs %.2f GiB; predicted, unconfirmed)\n",
+                       min, cap_s, min, (double)need / (1 << 30));
+            else
+                printf("largest micro-batch %ld%s in %s (needs %.2f GiB; predicted from traces at "
+                       "%ld..%ld, unconfirmed)\n", p, p == max ? " (the top of --batch)" : "",
+                       cap_s, (double)need / (1 << 30), c->b[0], c->b[c->n - 1]);
+            predicted++;
+            if (gpu >= 0)
+                predict_on_gpu(&m, &ops, (int)gpu, cap, cap_s, min, max, step);
+        }
+        replay_model_release(&m);
+        for (size_t j = 0; j < 3; j++)
+            replay_trace_release(&t[j]);
+    }
+    devmem_cuda_close(&ops);
+    return predicted ? EXIT_OK : EXIT_USAGE;
+}
+
+int subcmd_dispatch(int argc, char **argv)
+{
+    if (!strcmp(argv[1], "config"))
+        return subcmd_config(argc, argv);
+    if (!strcmp(argv[1], "report"))
+        return subcmd_report(argc, argv);
+    if (!strcmp(argv[1], "matrix"))
+        return subcmd_matrix(argc, argv);
+    if (!strcmp(argv[1], "notify"))
+        return subcmd_notify(argc, argv);
+    if (!strcmp(argv[1], "predict"))
+        return subcmd_predict(argc, argv);
+    if (!strcmp(argv[1], "__slurm-follow"))
+        return slurm_follow(argc, argv);
+    return -1;
+}

@@ -1,0 +1,604 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * results: the run's findings and their JSON rendering (see results.h).
+ *
+ * jansson builds the document; the file goes through afile so that a
+ * results file is never seen half-written.
+ */
+#include "output/results.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/afile.h"
+#include "util/errbuf.h"
+
+int results_init(struct results *r, char *const *argv)
+{
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    r->command = calloc(n + 1, sizeof *r->command);
+    if (!r->command)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!(r->command[i] = strdup(argv[i])))
+            return -1;
+    r->started_at = time(NULL);
+    if (gethostname(r->hostname, sizeof r->hostname - 1))
+        snprintf(r->hostname, sizeof r->hostname, "unknown");
+    r->best = r->runner_up = -1;
+    r->global_batch = -1;
+    r->world_size = 1;
+    return 0;
+}
+
+void results_release(struct results *r)
+{
+    for (size_t i = 0; r->command && r->command[i]; i++)
+        free(r->command[i]);
+    free(r->command);
+    for (size_t i = 0; i < r->ntrials; i++) {
+        free(r->trials[i].evidence);
+        free(r->trials[i].signature);
+    }
+    free(r->trials);
+    free(r->cells);
+    free(r->contra);
+    free(r->grad_accum);
+    free(r->gpus);
+    json_decref(r->replay);
+    json_decref(r->run_with);
+    struct results zero = RESULTS_INIT;
+    *r = zero;
+}
+
+static json_t *results_strings(char *const *v)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && v && v[i]; i++)
+        if (json_array_append_new(a, json_string(v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+int results_run_with(struct results *r, char *const *argv, char *const *env)
+{
+    json_t *o = json_pack("{s:o?, s:o?, s:[]}", "command", results_strings(argv), "env",
+                          results_strings(env), "files");
+    if (!json_is_array(json_object_get(o, "command")) || !json_is_array(json_object_get(o, "env"))) {
+        json_decref(o);
+        return -1;
+    }
+    json_decref(r->run_with);
+    r->run_with = o;
+    return 0;
+}
+
+int results_run_with_file(struct results *r, const char *path, const char *diff, int written)
+{
+    json_t *files = json_object_get(r->run_with, "files");
+    if (!files)
+        return -1;
+    return json_array_append_new(files, json_pack("{s:s, s:s?, s:b}", "path", path, "diff", diff,
+                                                  "written", written));
+}
+
+/* Grow *v (of *n elements of size sz) by one; returns the new slot. */
+static void *results_push(void *v, size_t *n, size_t sz, void **out)
+{
+    char *p = realloc(v, (*n + 1) * sz);
+    if (!p)
+        return NULL;
+    *out = p + *n * sz;
+    (*n)++;
+    return p;
+}
+
+int results_add_trial(struct results *r, const struct results_trial *t)
+{
+    void *slot;
+    char *ev = t->evidence ? strdup(t->evidence) : NULL;
+    char *sig = t->signature ? strdup(t->signature) : NULL;
+    void *p = NULL;
+    if ((!t->evidence || ev) && (!t->signature || sig))
+        p = results_push(r->trials, &r->ntrials, sizeof *r->trials, &slot);
+    if (!p) {
+        free(ev);
+        free(sig);
+        return -1;
+    }
+    r->trials = p;
+    struct results_trial *n = slot;
+    *n = *t;
+    n->evidence = ev;
+    n->signature = sig;
+    return 0;
+}
+
+int results_add_cell(struct results *r, const struct results_cell *c)
+{
+    void *slot, *p = results_push(r->cells, &r->ncells, sizeof *r->cells, &slot);
+    if (!p)
+        return -1;
+    r->cells = p;
+    memcpy(slot, c, sizeof *c);
+    return 0;
+}
+
+int results_add_contradiction(struct results *r, const struct results_contradiction *c)
+{
+    void *slot, *p = results_push(r->contra, &r->ncontra, sizeof *r->contra, &slot);
+    if (!p)
+        return -1;
+    r->contra = p;
+    memcpy(slot, c, sizeof *c);
+    return 0;
+}
+
+/* ------------------------------------------------------------- frontier */
+
+/* Does a use no more memory than b?  Measured peaks when both have them;
+ * otherwise a partial order stands in: a smaller micro-batch, or
+ * checkpointing on, uses less (gradient accumulation does not matter).
+ * Points that this order cannot compare are both kept. */
+static int results_mem_le(const struct results_trial *a, const struct results_trial *b, int *strict)
+{
+    if (a->peak_mem_bytes >= 0 && b->peak_mem_bytes >= 0) {
+        *strict = a->peak_mem_bytes < b->peak_mem_bytes;
+        return a->peak_mem_bytes <= b->peak_mem_bytes;
+    }
+    int le = a->micro_batch <= b->micro_batch && a->checkpointing >= b->checkpointing;
+    *strict = le && (a->micro_batch < b->micro_batch || a->checkpointing > b->checkpointing);
+    return le;
+}
+
+static int results_dominates(const struct results_trial *a, const struct results_trial *b)
+{
+    int mem_strict;
+    if (!results_mem_le(a, b, &mem_strict))
+        return 0;
+    if (a->samples_per_s < b->samples_per_s)
+        return 0;
+    return mem_strict || a->samples_per_s > b->samples_per_s;
+}
+
+size_t results_frontier(const struct results *r, long *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < r->ntrials; i++) {
+        const struct results_trial *a = &r->trials[i];
+        if (a->outcome != TRIAL_FIT || a->samples_per_s < 0)
+            continue;
+        int dominated = 0;
+        for (size_t j = 0; j < r->ntrials && !dominated; j++) {
+            const struct results_trial *b = &r->trials[j];
+            if (j == i || b->outcome != TRIAL_FIT || b->samples_per_s < 0)
+                continue;
+            /* Of two identical points keep the first. */
+            int strict;
+            int same = b->samples_per_s == a->samples_per_s && results_mem_le(b, a, &strict) &&
+                       !strict && results_mem_le(a, b, &strict) && !strict;
+            dominated = same ? j < i : results_dominates(b, a);
+        }
+        if (!dominated)
+            out[n++] = (long)i;
+    }
+    return n;
+}
+
+/* --------------------------------------------------------------- render */
+
+static json_t *num_or_null(double v)
+{
+    return v < 0 ? json_null() : json_real(v);
+}
+
+static json_t *int_or_null(long long v)
+{
+    return v < 0 ? json_null() : json_integer(v);
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? json_string(s) : json_null();
+}
+
+static json_t *results_point(const struct results_trial *t)
+{
+    return json_pack("{s:I, s:I, s:b, s:o, s:o}",
+                     "micro_batch", (json_int_t)t->micro_batch,
+                     "grad_accum", (json_int_t)t->grad_accum,
+                     "checkpointing", t->checkpointing,
+                     "samples_per_s", num_or_null(t->samples_per_s),
+                     "peak_mem_bytes", int_or_null(t->peak_mem_bytes));
+}
+
+json_t *results_trial_json(const struct results_trial *t)
+{
+    json_t *o = json_pack("{s:I, s:I, s:I, s:b, s:s, s:o, s:o, s:f, s:I, s:o, s:o, s:o}",
+                          "id", (json_int_t)t->id,
+                          "micro_batch", (json_int_t)t->micro_batch,
+                          "grad_accum", (json_int_t)t->grad_accum,
+                          "checkpointing", t->checkpointing,
+                          "outcome", trial_outcome_name(t->outcome),
+                          "exit_code", int_or_null(t->exit_code),
+                          "signal", t->signal ? json_integer(t->signal) : json_null(),
+                          "wall_s", t->wall_s,
+                          "steps_measured", (json_int_t)t->steps_measured,
+                          "samples_per_s", num_or_null(t->samples_per_s),
+                          "peak_mem_bytes", int_or_null(t->peak_mem_bytes),
+                          "evidence", str_or_null(t->evidence));
+    if (!o)
+        return NULL;
+    json_object_set_new(o, "step_time_s", num_or_null(t->step_time_s));
+    json_object_set_new(o, "step_time_mad_s", num_or_null(t->step_time_mad_s));
+    json_object_set_new(o, "teardown_s", num_or_null(t->teardown_s));
+    json_object_set_new(o, "signature", str_or_null(t->signature));
+    if (t->retest)
+        json_object_set_new(o, "retest", json_true());
+    if (t->recorded)
+        json_object_set_new(o, "recorded", json_true());
+    if (t->round > 0)
+        json_object_set_new(o, "round", json_integer(t->round));
+    if (t->devices[0])
+        json_object_set_new(o, "devices", json_string(t->devices));
+    if (t->shared)
+        json_object_set_new(o, "shared", json_true());
+    json_object_set_new(o, "steps_from", str_or_null(t->steps_from));
+    if (t->probe_processes > 0) {
+        json_t *pr = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o}",
+                               "torch", t->probe_torch, "hook", t->probe_hook,
+                               "processes", t->probe_processes,
+                               "world_size", int_or_null(t->probe_world),
+                               "loader_batch_size", int_or_null(t->loader_batch),
+                               "batches_per_step", int_or_null(t->batches_per_step),
+                               "peak_allocated_bytes", int_or_null(t->peak_allocated_bytes));
+        if (pr)
+            json_object_set_new(pr, "peak_vm_bytes", int_or_null(t->peak_vm_bytes));
+        json_object_set_new(o, "probe", pr ? pr : json_null());
+    } else {
+        json_object_set_new(o, "probe", json_null());
+    }
+    return o;
+}
+
+static char *results_iso8601(time_t t, char *buf, size_t len)
+{
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+int results_same_config(const struct results_trial *a, const struct results_trial *b)
+{
+    return a->micro_batch == b->micro_batch && a->grad_accum == b->grad_accum &&
+           a->checkpointing == b->checkpointing;
+}
+
+double results_speed(const struct results *r, const struct results_trial *t)
+{
+    double sum = 0;
+    int n = 0;
+    for (size_t i = 0; i < r->ntrials; i++) {
+        const struct results_trial *o = &r->trials[i];
+        if (o->outcome == TRIAL_FIT && o->samples_per_s > 0 && results_same_config(o, t)) {
+            sum += o->samples_per_s;
+            n++;
+        }
+    }
+    return n ? sum / n : -1;
+}
+
+double results_spread(const struct results_trial *t)
+{
+    return t->step_time_s > 0 && t->step_time_mad_s >= 0 ? t->step_time_mad_s / t->step_time_s : -1;
+}
+
+/*
+ * Why the best won: the runner-up (the fastest other candidate that
+ * passed the same filters), the margin (best samples/s over the
+ * runner-up's, less 1, each pooled over its measurements) and the larger of the two trials' relative spreads
+ * (step-time MAD over median).  A margin within the spread is a choice
+ * the measurements cannot tell apart.  null when nothing was chosen.
+ */
+static json_t *results_choice(const struct results *r)
+{
+    if (r->best < 0)
+        return json_null();
+    const struct results_trial *b = &r->trials[r->best];
+    const struct results_trial *u = r->runner_up >= 0 && (size_t)r->runner_up < r->ntrials
+                                    ? &r->trials[r->runner_up] : NULL;
+    double vb = results_speed(r, b), vu = u ? results_speed(r, u) : -1;
+    double margin = u && vb > 0 && vu > 0 ? vb / vu - 1 : -2;
+    double sb = results_spread(b), su = u ? results_spread(u) : -1;
+    double spread = sb >= 0 && su >= 0 ? (sb > su ? sb : su) : -1;
+    return json_pack("{s:o, s:o, s:o, s:o}",
+                     "runner_up", u ? results_point(u) : json_null(),
+                     "margin", margin > -2 ? json_real(margin) : json_null(),
+                     "spread", spread >= 0 ? json_real(spread) : json_null(),
+                     "within_spread", margin > -2 && spread >= 0 ? json_boolean(margin <= spread)
+                                                                 : json_null());
+}
+
+json_t *results_to_json(const struct results *r)
+{
+    char when[32];
+    json_t *cmd = json_array(), *ga = json_array(), *ck = json_array();
+    for (size_t i = 0; r->command && r->command[i]; i++)
+        json_array_append_new(cmd, json_string(r->command[i]));
+    for (size_t i = 0; i < r->ngrad_accum; i++)
+        json_array_append_new(ga, json_integer(r->grad_accum[i]));
+    if (r->ckpt_off)
+        json_array_append_new(ck, json_false());
+    if (r->ckpt_on)
+        json_array_append_new(ck, json_true());
+
+    json_t *trials = json_array();
+    for (size_t i = 0; i < r->ntrials; i++)
+        json_array_append_new(trials, results_trial_json(&r->trials[i]));
+
+    json_t *max_fit = json_array();
+    for (size_t i = 0; i < r->ncells; i++) {
+        const struct results_cell *c = &r->cells[i];
+        json_t *o = json_pack("{s:I, s:b, s:o}", "grad_accum", (json_int_t)c->grad_accum,
+                              "checkpointing", c->checkpointing, "micro_batch",
+                              c->bounded_by ? json_null() : int_or_null(c->max_fit));
+        if (c->bounded_by) {
+            /* The top of the range fitted: the true limit is unknown. */
+            json_object_set_new(o, "bounded_by", json_string(c->bounded_by));
+            json_object_set_new(o, "largest_tried_fit", int_or_null(c->max_fit));
+        }
+        json_object_set_new(o, "smallest_fail", int_or_null(c->min_fail));
+        json_object_set_new(o, "trials", json_integer(c->trials));
+        if (c->inferred)
+            json_object_set_new(o, "inferred", json_true());
+        if (c->skipped)
+            json_object_set_new(o, "skipped", json_string(c->skipped));
+        json_array_append_new(max_fit, o);
+    }
+
+    long *idx = malloc((r->ntrials ? r->ntrials : 1) * sizeof *idx);
+    json_t *frontier = json_array();
+    if (idx) {
+        size_t n = results_frontier(r, idx);
+        for (size_t i = 0; i < n; i++)
+            json_array_append_new(frontier, results_point(&r->trials[idx[i]]));
+        free(idx);
+    }
+
+    json_t *contra = json_array();
+    for (size_t i = 0; i < r->ncontra; i++) {
+        const struct results_contradiction *c = &r->contra[i];
+        json_array_append_new(contra, json_pack("{s:I, s:b, s:I, s:I, s:s}",
+            "grad_accum", (json_int_t)c->grad_accum, "checkpointing", c->checkpointing,
+            "micro_batch", (json_int_t)c->micro_batch, "larger_fit", (json_int_t)c->larger_fit,
+            "retest", c->retest_fit ? "fit" : "failed again"));
+    }
+
+    json_t *best = r->best >= 0 ? results_point(&r->trials[r->best]) : json_null();
+
+    json_t *doc = json_pack("{s:s, s:o, s:s, s:{s:s, s:[]}, s:{s:{s:I, s:I, s:I}, s:o, s:o, s:o, s:I},"
+                     " s:o, s:o, s:o, s:o, s:o, s:{s:I, s:f, s:i, s:b}, s:o}",
+                     "schema", "autobatch.results/1",
+                     "command", cmd,
+                     "started_at", results_iso8601(r->started_at, when, sizeof when),
+                     "host", "hostname", r->hostname, "gpus",
+                     "space", "batch", "min", (json_int_t)r->batch_min, "max",
+                     (json_int_t)r->batch_max, "step", (json_int_t)r->batch_step,
+                     "grad_accum", ga, "checkpointing", ck,
+                     "global_batch", int_or_null(r->global_batch),
+                     "world_size", (json_int_t)r->world_size,
+                     "trials", trials,
+                     "max_fit", max_fit,
+                     "frontier", frontier,
+                     "best", best,
+                     "contradictions", contra,
+                     "summary", "trials", (json_int_t)r->ntrials, "wall_s", r->wall_s,
+                     "exit", r->exit_status, "interrupted", r->interrupted,
+                     "preset", str_or_null(r->preset));
+    if (doc) {
+        json_object_set_new(doc, "teardown", str_or_null(r->teardown));
+        json_object_set_new(json_object_get(doc, "summary"), "warm_start",
+                            json_boolean(r->warm_start));
+        json_t *space = json_object_get(doc, "space");
+        json_object_set_new(space, "unit", json_string(r->unit ? r->unit : "samples"));
+        json_object_set_new(space, "headroom", json_real(r->headroom));
+        json_t *gpus = json_object_get(json_object_get(doc, "host"), "gpus");
+        for (size_t i = 0; i < r->ngpus; i++)
+            json_array_append_new(gpus, json_pack("{s:i, s:s, s:I}", "index", r->gpus[i].index,
+                                                  "name", r->gpus[i].name, "memory_total_bytes",
+                                                  (json_int_t)r->gpus[i].total));
+        if (r->emulated)
+            json_object_set_new(json_object_get(doc, "host"), "emulated_gpu_memory",
+                                json_pack("{s:I, s:s, s:I}", "bytes", (json_int_t)r->emulated,
+                                          "with", r->emulated_with ? r->emulated_with : "preload",
+                                          "real_total_bytes", (json_int_t)r->emulated_real_total));
+        if (r->slots > 1 || (r->launcher && strcmp(r->launcher, "local"))) {
+            json_t *sum = json_object_get(doc, "summary");
+            json_object_set_new(sum, "launcher", json_string(r->launcher ? r->launcher : "local"));
+            json_object_set_new(sum, "slots", json_integer(r->slots));
+            json_object_set_new(sum, "rounds", json_integer(r->rounds));
+            json_object_set_new(sum, "cancelled", json_integer(r->cancelled));
+        }
+        json_object_set_new(doc, "config", str_or_null(r->config));
+        json_object_set_new(doc, "replay", r->replay ? json_incref(r->replay) : json_null());
+        json_object_set_new(doc, "choice", results_choice(r));
+        if (r->run_with)
+            json_object_set_new(doc, "run_with", json_incref(r->run_with));
+    }
+    return doc;
+}
+
+int results_write_json(const json_t *doc, const char *path, char *err, size_t errlen)
+{
+    char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    if (!text) {
+        snprintf(err, errlen, "cannot render results: out of memory");
+        return -1;
+    }
+    size_t len = strlen(text);
+    int rc = 0;
+    if (!strcmp(path, "-")) {
+        if (fwrite(text, 1, len, stdout) != len || fputc('\n', stdout) == EOF ||
+            fflush(stdout)) {
+            snprintf(err, errlen, "cannot write results to stdout: %s", strerror(errno));
+            rc = -1;
+        }
+    } else {
+        char *withnl = malloc(len + 2);
+        if (!withnl) {
+            snprintf(err, errlen, "cannot render results: out of memory");
+            rc = -1;
+        } else {
+            memcpy(withnl, text, len);
+            withnl[len] = '\n';
+            rc = afile_write(path, withnl, len + 1, err, errlen);
+            free(withnl);
+        }
+    }
+    free(text);
+    return rc;
+}
+
+int results_write(const struct results *r, const char *path, char *err, size_t errlen)
+{
+    json_t *doc = results_to_json(r);
+    int rc = results_write_json(doc, path, err, errlen);
+    json_decref(doc);
+    return rc;
+}
+
+/* ----------------------------------------------------------------- load */
+
+/*
+ * At most max bytes of s, not cutting a UTF-8 character, into out: valid
+ * printable UTF-8 as it is, every other byte (C0 and C1 controls, DEL,
+ * malformed UTF-8) as the visible text \xNN.
+ */
+static void results_clean(char *out, size_t outlen, const char *s, size_t max)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t o = 0, i = 0;
+    if (!outlen)
+        return;
+    while (u[i] && i < max) {
+        unsigned char c = u[i];
+        size_t n = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3
+                 : c >= 0xF0 && c < 0xF5 ? 4 : 0;
+        unsigned cp = n == 1 ? c : n == 2 ? c & 0x1Fu : n == 3 ? c & 0x0Fu : c & 0x07u;
+        for (size_t k = 1; k < n; k++) {
+            if ((u[i + k] & 0xC0) != 0x80) {
+                n = 0;
+                break;
+            }
+            cp = (cp << 6) | (u[i + k] & 0x3Fu);
+        }
+        if (n > 1 && i + n > max)
+            break; /* cut before a character that does not fit whole */
+        int ok = n == 1 ? c >= 0x20 && c != 0x7f
+               : n == 2 ? cp >= 0xA0 /* C1 controls: some terminals obey them */
+               : n == 3 ? cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)
+               : n == 4 ? cp >= 0x10000 && cp <= 0x10FFFF : 0;
+        if (ok) {
+            if (o + n >= outlen)
+                break;
+            memcpy(out + o, s + i, n);
+            o += n;
+            i += n;
+        } else {
+            if (o + 4 >= outlen)
+                break;
+            snprintf(out + o, outlen - o, "\\x%02x", c);
+            o += 4;
+            i++;
+        }
+    }
+    out[o] = '\0';
+}
+
+json_t *results_loadb(const char *buf, size_t len, const char *what, const char *name, char *err,
+                      size_t errlen)
+{
+    if (len > RESULTS_MAX_BYTES) {
+        errbuf_set(err, errlen, "%s '%s' is too large (more than %zu MiB)", what, name,
+                   RESULTS_MAX_BYTES >> 20);
+        return NULL;
+    }
+    json_error_t je;
+    char text[160];
+    json_t *doc = json_loadb(buf, len, 0, &je);
+    if (!doc) {
+        results_clean(text, sizeof text, je.text, 120);
+        errbuf_set(err, errlen, "cannot parse %s '%s': line %d: %s", what, name, je.line, text);
+        return NULL;
+    }
+    const json_t *schema = json_object_get(doc, "schema");
+    if (!json_is_object(doc)) {
+        errbuf_set(err, errlen, "%s '%s' is not an autobatch results file (not a json object)",
+                   what, name);
+        json_decref(doc);
+        return NULL;
+    }
+    if (json_is_string(schema) && strncmp(json_string_value(schema), "autobatch.results/", 18)) {
+        results_clean(text, sizeof text, json_string_value(schema), 60);
+        errbuf_set(err, errlen, "%s '%s' is not an autobatch results file (schema '%s')", what,
+                   name, text);
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+json_t *results_load(const char *path, const char *what, char *err, size_t errlen)
+{
+    /* Read to the end rather than trusting st_size, so that a pipe
+     * (`autobatch report <(...)`) works too; the cap holds either way. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errbuf_set(err, errlen, "cannot read %s '%s': %s", what, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 64 * 1024, len = 0;
+    char *buf = malloc(cap);
+    int rerr = buf ? 0 : ENOMEM;
+    while (!rerr) {
+        if (len == cap) {
+            if (len > RESULTS_MAX_BYTES)
+                break; /* one byte past the cap is enough to refuse it */
+            size_t want = cap * 2 > RESULTS_MAX_BYTES + 1 ? RESULTS_MAX_BYTES + 1 : cap * 2;
+            char *p = realloc(buf, want);
+            if (!p) {
+                rerr = ENOMEM;
+                break;
+            }
+            buf = p;
+            cap = want;
+        }
+        ssize_t n = read(fd, buf + len, cap - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            rerr = errno;
+        else if (n == 0)
+            break;
+        else
+            len += (size_t)n;
+    }
+    close(fd);
+    json_t *doc = NULL;
+    if (rerr)
+        errbuf_set(err, errlen, "cannot read %s '%s': %s", what, path, strerror(rerr));
+    else
+        doc = results_loadb(buf, len, what, path, err, errlen);
+    free(buf);
+    return doc;
+}

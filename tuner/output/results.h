@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * results: everything a run found, and the results file of DESIGN.md 2.5.
+ *
+ * The controller appends one struct results_trial per trial as it ends
+ * and fills the per-cell answers at the end; results_to_json() renders
+ * the schema "autobatch.results/1" (the required keys, plus a few extra
+ * ones documented in the README), and results_write() writes it
+ * atomically, or to stdout for "-".  Unknown numbers are JSON null.
+ *
+ * Life cycle: struct results r = RESULTS_INIT; results_init(&r, argv);
+ * results_add_trial() per trial; results_write(); results_release(&r).
+ */
+#ifndef AB_RESULTS_H
+#define AB_RESULTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "trial/trial.h"
+
+struct results_trial {
+    long id;
+    long micro_batch, grad_accum;
+    int checkpointing;
+    enum trial_outcome outcome;
+    int exit_code;          /**< -1: null */
+    int signal;             /**< 0: null */
+    double wall_s;
+    double teardown_s;      /**< <0: null */
+    long steps_measured;
+    double step_time_s;     /**< <0: null */
+    double step_time_mad_s; /**< <0: null */
+    double samples_per_s;   /**< <0: null */
+    int64_t peak_mem_bytes; /**< <0: null */
+    char *evidence;         /**< owned; NULL: null */
+    char *signature;        /**< owned; OOM signature name or NULL */
+    int retest;             /**< this trial repeated an earlier candidate */
+    const char *steps_from; /**< "probe", "report", "log" or NULL (static string) */
+    /* What the in-process probe saw; probe_processes 0: it did not load. */
+    int probe_processes;
+    char probe_torch[32];   /**< torch version */
+    char probe_hook[16];    /**< "global" or "wrap" */
+    long probe_world;       /**< <0: null */
+    long loader_batch;      /**< the training DataLoader's batch size; <0: null */
+    long batches_per_step;  /**< DataLoader batches per optimizer step; <0: null */
+    int64_t peak_allocated_bytes; /**< <0: null */
+    int64_t peak_vm_bytes;  /**< the probe's VmPeak (--replay); <0: null */
+    int recorded;           /**< a --replay recording trial (its profiled steps are slower) */
+    long round;             /**< --gpus: the round it ran in; 0: trials ran one at a time */
+    char devices[128];      /**< --gpus / Slurm: the CUDA_VISIBLE_DEVICES it got, or "" */
+    int shared;             /**< it ran beside other trials: its speed is not kept */
+};
+
+/** One (grad_accum, checkpointing) cell's answer. */
+struct results_cell {
+    long grad_accum;
+    int checkpointing;
+    long max_fit;           /**< -1: null */
+    long min_fail;          /**< -1: none seen */
+    const char *bounded_by; /**< "batch.max" when the range's top fitted, else NULL */
+    const char *skipped;    /**< why the cell ran no trial, or NULL */
+    int inferred;           /**< max_fit was not established by this cell's own trials */
+    long trials;            /**< trials run in this cell */
+};
+
+struct results_contradiction {
+    long grad_accum;
+    int checkpointing;
+    long micro_batch, larger_fit;
+    int retest_fit;
+};
+
+struct results {
+    char **command;          /**< owned copy, NULL-terminated */
+    time_t started_at;
+    char hostname[256];
+    const char *preset;
+    const char *unit;        /**< the batch knob's unit ("samples", "frames") */
+    const char *config;      /**< --config path, or NULL */
+    long batch_min, batch_max, batch_step;
+    long *grad_accum; size_t ngrad_accum;
+    int ckpt_off, ckpt_on;   /**< which checkpointing settings are searched */
+    long global_batch;       /**< -1: null */
+    long world_size;
+    double headroom;         /**< --headroom as a fraction */
+    struct results_gpu { int index; char name[96]; long long total; } *gpus;
+    unsigned long long emulated; /**< --emulate-gpu-memory bytes; 0: real memory */
+    const char *emulated_with;   /**< "preload" or "probe" when emulated */
+    long long emulated_real_total; /**< the smallest real device's total when emulated */
+    const char *launcher;    /**< "local" or "slurm" */
+    long slots;              /**< trials run side by side (--gpus); 1 otherwise */
+    long rounds;             /**< rounds of side-by-side trials; 0 without --gpus */
+    long cancelled;          /**< side-by-side trials cancelled as pointless */
+    int warm_start;          /**< the search started from the cache's boundaries */
+    size_t ngpus;
+    struct results_trial *trials; size_t ntrials;
+    struct results_cell *cells; size_t ncells;
+    struct results_contradiction *contra; size_t ncontra;
+    const char *teardown;    /**< "pid-namespace" or "process-tree" (static), or NULL */
+    struct json_t *replay;   /**< --replay's predictions (guide_json; owned), or NULL */
+    struct json_t *run_with; /**< how to use the choice (results_run_with(); owned), or NULL */
+    long best;               /**< index into trials, -1 when nothing chosen */
+    long runner_up;          /**< the fastest other candidate, -1 none (results_init sets it) */
+    double wall_s;
+    int exit_status;
+    int interrupted;
+};
+#define RESULTS_INIT { 0 }
+
+/** Copy argv and note the start time and host.  Returns 0 or -1 (ENOMEM). */
+int results_init(struct results *r, char *const *argv);
+void results_release(struct results *r);
+
+/** Append a trial (copies the strings).  Returns 0 or -1 (ENOMEM). */
+int results_add_trial(struct results *r, const struct results_trial *t);
+int results_add_cell(struct results *r, const struct results_cell *c);
+int results_add_contradiction(struct results *r, const struct results_contradiction *c);
+
+/**
+ * Record how to use the choice, as the results file's optional
+ * "run_with": argv is the command with the choice's knobs set (flags and
+ * Hydra overrides), env the "NAME=value" variables it sets (both
+ * NULL-terminated; env may be NULL).  Replaces an earlier record.
+ * Returns 0 or -1 (ENOMEM; nothing recorded).
+ */
+int results_run_with(struct results *r, char *const *argv, char *const *env);
+
+/**
+ * Add a config file the choice is written into to "run_with" (after
+ * results_run_with()): its path, the unified diff that applies the choice
+ * (NULL: the file already holds it), and whether --write wrote it.
+ * Returns 0, or -1 (ENOMEM, or no results_run_with() before).
+ */
+int results_run_with_file(struct results *r, const char *path, const char *diff, int written);
+
+/** Two trials of one configuration (micro-batch, accumulation, checkpointing)? */
+int results_same_config(const struct results_trial *a, const struct results_trial *b);
+
+/**
+ * A fit's samples/s pooled over every measured fit of its configuration
+ * (the mean: a size measured again because it was noisy decides once, not
+ * by its luckiest run); -1 unknown.
+ */
+double results_speed(const struct results *r, const struct results_trial *t);
+
+/** A trial's relative spread: step-time MAD over its median; -1 unknown. */
+double results_spread(const struct results_trial *t);
+
+/**
+ * Indices (into r->trials) of the Pareto frontier over fitting trials:
+ * samples/s up, peak memory down (the micro-batch, then checkpointing on,
+ * stand in for memory when it was not measured).  Fills out (room for
+ * r->ntrials) and returns the count.
+ */
+size_t results_frontier(const struct results *r, long *out);
+
+/** One trial as in the results file's trials[] (also --events).  Caller
+ *  json_decref()s.  NULL on ENOMEM. */
+struct json_t *results_trial_json(const struct results_trial *t);
+
+/** Render the results file.  Caller json_decref()s.  NULL on ENOMEM. */
+struct json_t *results_to_json(const struct results *r);
+
+/** Write a rendered results document to path ("-": stdout), atomically.
+ *  0, or -1 with a reason. */
+int results_write_json(const struct json_t *doc, const char *path, char *err, size_t errlen);
+
+/** Write the results file to path ("-": stdout).  0, or -1 with a reason. */
+int results_write(const struct results *r, const char *path, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ */
+/* Reading a results file back (autobatch report, matrix, notify and   */
+/* --baseline all start here).                                         */
+
+/** The largest results file read: a 100k-trial run writes about 70 MiB. */
+#define RESULTS_MAX_BYTES ((size_t)256 * 1024 * 1024)
+
+/**
+ * Parse the bytes of a results file.  what ("results", "baseline") and
+ * name (the path) only word the messages.  Returns the document (the
+ * caller json_decref()s it), or NULL with err filled in one line:
+ *
+ *   cannot parse WHAT 'NAME': line L: REASON     not JSON (jansson's reason)
+ *   WHAT 'NAME' is not an autobatch results file (...)
+ *                                                not an object, or a "schema"
+ *                                                string that does not start
+ *                                                "autobatch.results/"
+ *   WHAT 'NAME' is too large (more than 256 MiB) len > RESULTS_MAX_BYTES
+ *
+ * A document without "schema" is taken (files from before the key).
+ * Text quoted from the file (the reason, the schema) is cut to a few
+ * dozen bytes and every byte that is not printable UTF-8 text shows as
+ * \xNN, so that a hostile file cannot put escape sequences on the
+ * user's terminal through an error message.  Nesting is bounded by
+ * jansson (JSON_PARSER_MAX_DEPTH), so the document can be walked
+ * recursively.
+ */
+struct json_t *results_loadb(const char *buf, size_t len, const char *what, const char *name,
+                             char *err, size_t errlen);
+
+/**
+ * Read path and results_loadb() it.  Besides the messages above:
+ * "cannot read WHAT 'PATH': REASON" (missing, unreadable, not a regular
+ * file).  The size is checked before anything is read.
+ */
+struct json_t *results_load(const char *path, const char *what, char *err, size_t errlen);
+
+#endif

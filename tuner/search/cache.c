@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * cache: the warm-start file (see cache.h).
+ */
+#include "search/cache.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util/afile.h"
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static uint64_t fnv_str(uint64_t h, const char *s)
+{
+    return fnv(h, s, strlen(s) + 1); /* the NUL separates fields */
+}
+
+/* Mix in the content of path when it is a regular file of at most 16 MiB
+ * (a script, a small config); anything else leaves h as it is. */
+static uint64_t cache_hash_file(uint64_t h, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) || !S_ISREG(st.st_mode) || st.st_size > (16 << 20))
+        return h;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return h;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        h = fnv(h, buf, n);
+    fclose(f);
+    return h;
+}
+
+int cache_dir(char *out, size_t len)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg == '/')
+        snprintf(out, len, "%s/autobatch", xdg);
+    else if (home && *home)
+        snprintf(out, len, "%s/.cache/autobatch", home);
+    else
+        return -1;
+    return 0;
+}
+
+int state_dir(char *out, size_t len)
+{
+    const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg == '/')
+        snprintf(out, len, "%s/autobatch", xdg);
+    else if (home && *home)
+        snprintf(out, len, "%s/.local/state/autobatch", home);
+    else
+        return -1;
+    return 0;
+}
+
+void cache_key_make(struct cache_key *k, char *const *command, const struct cfile *config,
+                    const struct space_opts *so, const char *gpu_fingerprint)
+{
+    uint64_t h = 14695981039346656037ULL;
+    for (size_t i = 0; command[i]; i++) {
+        h = fnv_str(h, command[i]);
+        /* A file the command names (the training script, a data list):
+         * its content too, so that an edited script is searched afresh. */
+        h = cache_hash_file(h, command[i]);
+    }
+    /* The devices the run may use. */
+    const char *vis = getenv("CUDA_VISIBLE_DEVICES");
+    h = fnv_str(h, vis ? vis : "-");
+    h = fnv_str(h, "--config");
+    if (config)
+        h = fnv(h, config->orig, config->orig_len);
+    h = fnv_str(h, gpu_fingerprint ? gpu_fingerprint : "no-gpu");
+    char grid[128];
+    snprintf(grid, sizeof grid, "%ld:%ld:%ld/%ld", so->batch_min, so->batch_max, so->batch_step,
+             so->world_size);
+    h = fnv_str(h, grid);
+    snprintf(k->hex, sizeof k->hex, "%016llx", (unsigned long long)h);
+    char dir[4000];
+    if (cache_dir(dir, sizeof dir))
+        k->path[0] = '\0';
+    else
+        snprintf(k->path, sizeof k->path, "%s/%s.json", dir, k->hex);
+}
+
+int cache_load(const struct cache_key *k, struct space *sp)
+{
+    /* Only a regular file: reading a FIFO put in its place would hang. */
+    struct stat st;
+    if (!k->path[0] || stat(k->path, &st) || !S_ISREG(st.st_mode))
+        return 0;
+    json_error_t je;
+    json_t *doc = json_load_file(k->path, 0, &je);
+    if (!doc)
+        return 0;
+    int seeded = 0;
+    const char *key = json_string_value(json_object_get(doc, "key"));
+    json_t *cells = json_object_get(doc, "cells");
+    if (key && !strcmp(key, k->hex) && json_is_array(cells)) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(cells, i, c) {
+            json_t *mf = json_object_get(c, "max_fit"), *fail = json_object_get(c, "min_fail");
+            if (!json_is_integer(json_object_get(c, "grad_accum")) || !json_is_integer(mf))
+                continue;
+            space_seed(sp, (long)json_integer_value(json_object_get(c, "grad_accum")),
+                       json_is_true(json_object_get(c, "checkpointing")),
+                       (long)json_integer_value(mf),
+                       json_is_integer(fail) ? (long)json_integer_value(fail) : -1);
+            json_t *fast = json_object_get(c, "fastest"), *near = json_object_get(c, "near");
+            long nv[2] = { -1, -1 };
+            for (size_t j = 0; j < 2 && j < json_array_size(near); j++)
+                if (json_is_integer(json_array_get(near, j)))
+                    nv[j] = (long)json_integer_value(json_array_get(near, j));
+            if (json_is_integer(fast) && json_integer_value(fast) > 0)
+                space_seed_fastest(sp, (long)json_integer_value(json_object_get(c, "grad_accum")),
+                                   json_is_true(json_object_get(c, "checkpointing")),
+                                   (long)json_integer_value(fast), nv);
+            seeded++;
+        }
+    }
+    json_decref(doc);
+    return seeded;
+}
+
+/* mkdir -p for the cache directory. */
+static int cache_mkdirs(const char *path)
+{
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+}
+
+int cache_save(const struct cache_key *k, const struct space *sp)
+{
+    char dir[4000];
+    if (!k->path[0] || cache_dir(dir, sizeof dir) || cache_mkdirs(dir))
+        return -1;
+    json_t *cells = json_array();
+    for (size_t i = 0; i < sp->ncells; i++) {
+        const struct cell *c = &sp->cells[i];
+        long mf = search_max_fit(&c->search), fail = search_min_fail(&c->search);
+        if (mf < 0 || c->state == CELL_SKIPPED)
+            continue;
+        long fast = space_fastest(c), near[2];
+        space_fastest_near(c, near);
+        json_t *jn = json_array();
+        for (int j = 0; j < 2; j++)
+            json_array_append_new(jn, near[j] > 0 ? json_integer(near[j]) : json_null());
+        json_array_append_new(cells, json_pack("{s:I, s:b, s:I, s:o, s:o, s:o}", "grad_accum",
+                                               (json_int_t)c->grad_accum, "checkpointing",
+                                               c->checkpointing, "max_fit", (json_int_t)mf,
+                                               "min_fail", fail >= 0 ? json_integer(fail) : json_null(),
+                                               "fastest", fast > 0 ? json_integer(fast) : json_null(),
+                                               "near", jn));
+    }
+    json_t *doc = json_pack("{s:s, s:s, s:o}", "schema", "autobatch.cache/1", "key", k->hex,
+                            "cells", cells);
+    char *text = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
+    json_decref(doc);
+    if (!text)
+        return -1;
+    char err[256];
+    int rc = afile_write(k->path, text, strlen(text), err, sizeof err);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * slurm: trials on a Slurm cluster, the two ways Slurm users run work.
+ *
+ * Inside an allocation (salloc, an sbatch script) a trial is a job step:
+ * main.c puts `srun --exact ...` in front of the command, and after the
+ * trial slurm_sweep_steps() cancels any step still listed under its name
+ * (a srun killed with its process group leaves its step running;
+ * `scancel --name` matches jobs, not steps).
+ *
+ * From a login node (--launcher slurm without SLURM_JOB_ID) a round of
+ * trials goes out as one job array: slurm_array_submit() writes one task
+ * script per trial (its directory, environment and command, and a
+ * watchdog that ends the task when autobatch's heartbeat stops), submits
+ * `sbatch --parsable --array=0-(k-1)`, and turns each trial's command
+ * into a local follower, `autobatch __slurm-follow JOB OUT BEAT`
+ * (slurm_follow()): it copies the task's output file to its own output
+ * as it grows, touches the heartbeat, reads the task's state with
+ * `scontrol show job -o` (no accounting database needed), and exits when
+ * the task ends, saying how: COMPLETED exits 0; FAILED with the task's
+ * exit code; OUT_OF_MEMORY, TIMEOUT, PREEMPTED, NODE_FAIL, CANCELLED and
+ * the rest print "autobatch: slurm job J ended STATE" (an OOM signature
+ * for OUT_OF_MEMORY) and exit 1.  SIGTERM makes it scancel the task and
+ * wait (bounded) until Slurm says it ended.  So the trial runner
+ * supervises a remote task as it does a local process: its output, its
+ * OOM lines, its probe and report files (trial directories must then be
+ * on a filesystem the compute nodes share: set TMPDIR).
+ */
+#ifndef AB_SLURM_H
+#define AB_SLURM_H
+
+#include <stddef.h>
+
+#include "util/strvec.h"
+
+/** Cancel the job steps named `name` that squeue still lists. */
+void slurm_sweep_steps(const char *name);
+
+/**
+ * Cancel a job (or array task) and wait up to max_s for Slurm to say it
+ * ended (COMPLETING included: its processes may still live).  0 ended,
+ * -1 still there.
+ */
+int slurm_cancel_wait(const char *job, double max_s);
+
+/** The GPUs of the allocation SLURM_JOB_ID (scontrol), or 0 unknown. */
+long slurm_alloc_gpus(void);
+
+/** One trial of an array: what to run, and where its files go. */
+struct slurm_task {
+    struct strvec *argv;   /**< the command; replaced by the follower */
+    char *const *envp;     /**< its environment */
+    const char *cwd;       /**< NULL: ours */
+    const char *dir;       /**< the trial's directory (script, output, heartbeat) */
+};
+
+/**
+ * Submit tasks[0..n) as one job array named `name` (its script and the
+ * tasks' output files in `rounddir`, which must outlive the round), each
+ * task with
+ * `gres` (e.g. "gpu:1", or NULL) and a time limit of `minutes` (0: the
+ * partition's), then point each task's argv at the follower (`self`, the
+ * autobatch binary).  Returns 0; -1 with a one-line reason in err.
+ */
+int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir, const char *name,
+                       const char *gres, long minutes, const char *self, char *err, size_t errlen);
+
+/** `autobatch __slurm-follow JOB OUT BEAT`: see above.  Returns the exit status. */
+int slurm_follow(int argc, char **argv);
+
+#endif

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * errbuf: filling an error buffer (see errbuf.h).
+ */
+#include "util/errbuf.h"
+
+#include <stdio.h>
+
+void errbuf_vset(char *err, size_t errlen, const char *fmt, va_list ap)
+{
+    if (err && errlen)
+        vsnprintf(err, errlen, fmt, ap);
+}
+
+void errbuf_set(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    errbuf_vset(err, errlen, fmt, ap);
+    va_end(ap);
+}

@@ -68,7 +68,7 @@ static void test_roundtrip(void **state)
     search_record_fit(&sp.cells[0].search, 38, 0);
     search_record_fit(&sp.cells[1].search, 37, 1);
     search_record_fit(&sp.cells[1].search, 38, 0);
-    assert_int_equal(cache_save(&k, &sp), 0);
+    assert_int_equal(cache_save(&k, &sp, 0, 0, -1), 0);
     space_release(&sp);
 
     assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);

@@ -27,11 +27,12 @@
 
 #include "util/afile.h"
 #include "search/cache.h"
-#include "cfile.h"
 #include "cli/cli.h"
+#include "control/choose.h"
+#include "control/setup.h"
+#include "control/writeback.h"
 #include "output/events.h"
 #include "preset.h"
-#include "util/udiff.h"
 #include "inject.h"
 #include "inproc.h"
 #include "trial/leftovers.h"
@@ -111,641 +112,20 @@ static void ab_show_crash(struct progress *pg, const struct trial_result *r)
 
 /* ------------------------------------------------------------- answers */
 
-/* Each cell's boundary, skip reason and contradictions, for the results. */
-static void ab_collect_cells(const struct space *sp, struct results *res, struct progress *pg)
-{
-    for (size_t i = 0; i < sp->ncells; i++) {
-        const struct cell *c = &sp->cells[i];
-        long own = 0;
-        for (size_t k = 0; k < c->search.nprobes; k++)
-            own += !c->search.probes[k].inferred;
-        long mf = search_max_fit(&c->search);
-        struct results_cell rc = {
-            .grad_accum = c->grad_accum, .checkpointing = c->checkpointing, .max_fit = mf,
-            .min_fail = search_min_fail(&c->search),
-            /* With a global batch a cell has one size: "bounded" means nothing.
-             * A pruned cell's search stopped before its boundary: its
-             * largest fit is no limit either. */
-            .bounded_by = c->pruned ? "pruned"
-                        : c->fixed_micro < 0 && search_bounded(&c->search) ? "batch.max" : NULL,
-            .skipped = c->state == CELL_SKIPPED || c->pruned ? c->skip_reason : NULL,
-            .inferred = mf >= 0 && !search_tried(&c->search, mf), .trials = own,
-        };
-        results_add_cell(res, &rc);
-        for (size_t k = 0; k < c->search.ncontra; k++) {
-            const struct search_contradiction *x = &c->search.contra[k];
-            struct results_contradiction rx = {
-                c->grad_accum, c->checkpointing, x->value, x->larger_fit, x->retest_fit,
-            };
-            results_add_contradiction(res, &rx);
-            progress_note(pg, "warning: micro_batch=%ld failed although %ld fitted; re-tested: %s",
-                          x->value, x->larger_fit,
-                          x->retest_fit ? "fits (the first failure was a fluke)"
-                                        : "fails again (memory use is not monotone here)");
-        }
-    }
-}
-
-/* Memory a fitting trial needs, for the headroom rule: measured, else the
- * cell's memory line; -1 unknown. */
-static double ab_need(const struct results_trial *t, const struct space *sp)
-{
-    if (t->peak_mem_bytes >= 0)
-        return (double)t->peak_mem_bytes;
-    for (size_t i = 0; i < sp->ncells; i++) {
-        const struct cell *c = &sp->cells[i];
-        double a, b;
-        if (c->grad_accum == t->grad_accum && c->checkpointing == t->checkpointing &&
-            !search_model(&c->search, &a, &b))
-            return a + b * (double)t->micro_batch;
-    }
-    return -1;
-}
-
-/* A fit above a confirmed failure of its cell (a contradiction whose
- * smaller failure stood) is not safe to train with. */
-static int ab_above_boundary(const struct results_trial *t, const struct space *sp)
-{
-    for (size_t i = 0; i < sp->ncells; i++) {
-        const struct cell *c = &sp->cells[i];
-        if (c->grad_accum == t->grad_accum && c->checkpointing == t->checkpointing)
-            return t->micro_batch > search_max_fit(&c->search);
-    }
-    return 0;
-}
-
-/*
- * The choice: the fastest measured fit that leaves --headroom free; two
- * speeds within 1% of each other are a tie, and a tie goes to less
- * memory.  Without any measured speed, the largest fit.  -1 when nothing
- * qualifies.
- */
-static long ab_choose(struct results *res, const struct space *sp, const struct gpu *g,
-                      double headroom, struct progress *pg)
-{
-    double cap = gpu_capacity(g);
-    for (size_t i = 0; cap < 0 && i < sp->ncells; i++)
-        if (sp->cells[i].search.capacity > 0)
-            cap = sp->cells[i].search.capacity;
-    long best = -1;
-    int unchecked = 0;
-    for (size_t i = 0; i < res->ntrials; i++) {
-        const struct results_trial *t = &res->trials[i];
-        if (t->outcome != TRIAL_FIT || ab_above_boundary(t, sp))
-            continue;
-        if (headroom > 0) {
-            double need = ab_need(t, sp);
-            if (need < 0 || cap < 0)
-                unchecked = 1;
-            else if (need > (1 - headroom) * cap)
-                continue;
-        }
-        if (best < 0) {
-            best = (long)i;
-            continue;
-        }
-        const struct results_trial *b = &res->trials[best];
-        if (results_same_config(t, b))
-            continue;
-        double st = results_speed(res, t), sb = results_speed(res, b);
-        int faster, tie;
-        if (st < 0 || sb < 0) {
-            /* No speeds: the larger micro-batch, then without
-             * checkpointing, then less accumulation. */
-            faster = st >= 0 ? 1 : sb >= 0 ? 0
-                   : t->micro_batch != b->micro_batch ? t->micro_batch > b->micro_batch
-                   : t->checkpointing != b->checkpointing ? t->checkpointing < b->checkpointing
-                   : t->grad_accum < b->grad_accum;
-            tie = 0;
-        } else {
-            tie = st <= sb * 1.01 && sb <= st * 1.01;
-            faster = st > sb;
-        }
-        if (tie) {
-            double nt = ab_need(t, sp), nb = ab_need(b, sp);
-            int less = nt >= 0 && nb >= 0 ? nt < nb
-                     : (t->micro_batch < b->micro_batch ||
-                        (t->micro_batch == b->micro_batch && t->checkpointing > b->checkpointing));
-            if (less)
-                best = (long)i;
-        } else if (faster) {
-            best = (long)i;
-        }
-    }
-    if (unchecked && pg)
-        progress_note(pg, "warning: --headroom could not be checked for every candidate: no "
-                          "memory figures (no NVML, no peak_mem_bytes in AUTOBATCH_REPORT, no "
-                          "numbers in the OOM messages)");
-    /* The configuration's trial that measured its speed stands for it (a
-     * trial that ran beside others under --gpus has none). */
-    for (size_t i = 0; best >= 0 && res->trials[best].samples_per_s <= 0 && i < res->ntrials; i++)
-        if (res->trials[i].outcome == TRIAL_FIT && res->trials[i].samples_per_s > 0 &&
-            results_same_config(&res->trials[i], &res->trials[best]))
-            best = (long)i;
-    /* The runner-up: the fastest other candidate that passed the same
-     * filters, so the choice can say by how much it won. */
-    res->runner_up = -1;
-    for (size_t i = 0; best >= 0 && i < res->ntrials; i++) {
-        const struct results_trial *t = &res->trials[i];
-        if (t->outcome != TRIAL_FIT || t->samples_per_s <= 0 || ab_above_boundary(t, sp) ||
-            results_same_config(t, &res->trials[best]))
-            continue;
-        if (headroom > 0) {
-            double need = ab_need(t, sp);
-            if (need >= 0 && cap >= 0 && need > (1 - headroom) * cap)
-                continue;
-        }
-        if (res->runner_up < 0 || results_speed(res, t) > results_speed(res, &res->trials[res->runner_up]))
-            res->runner_up = (long)i;
-    }
-    return best;
-}
-
-/*
- * When the choice and its runner-up are within their measured spread and
- * either was noisy (MAD over 10% of the median step, after any
- * extension), queue one more trial of each: a noisy measurement does not
- * decide alone.  Their samples/s are then pooled (results_speed).
- * Returns the trials queued.
- */
-static int ab_repeat_noisy(struct results *res, const struct space *sp_c, const struct gpu *g,
-                           double headroom, struct progress *pg)
-{
-    struct space *sp = (struct space *)sp_c;
-    long best = ab_choose(res, sp, g, headroom, NULL);
-    if (best < 0 || res->runner_up < 0)
-        return 0;
-    const struct results_trial *b = &res->trials[best], *u = &res->trials[res->runner_up];
-    double vb = results_speed(res, b), vu = results_speed(res, u);
-    double sb = results_spread(b), su = results_spread(u), spread = sb > su ? sb : su;
-    if (vb <= 0 || vu <= 0 || spread < 0 || vb / vu - 1 > spread || (sb <= 0.10 && su <= 0.10))
-        return 0;
-    int queued = 0;
-    const struct results_trial *fin[2] = { b, u };
-    for (int k = 0; k < 2; k++)
-        for (size_t i = 0; i < sp->ncells; i++)
-            if (sp->cells[i].grad_accum == fin[k]->grad_accum &&
-                sp->cells[i].checkpointing == fin[k]->checkpointing &&
-                !space_request(sp, i, fin[k]->micro_batch))
-                queued++;
-    if (queued)
-        progress_note(pg, "micro_batch=%ld and %ld differ by %.1f%%, within their step-time "
-                          "spread (%.1f%%): measuring both again", b->micro_batch,
-                      u->micro_batch, 100 * (vb / vu - 1), 100 * spread);
-    return queued;
-}
-
-/* --------------------------------------------------------------- setup */
-
-/* Everything a run needs besides the plan: the preset, the config files,
- * and the knobs' starting values. */
-struct ab_setup {
-    struct preset preset;
-    const char *config_path;   /* as named (--config, or found in the command) */
-    struct cfile config;
-    int have_config;
-    const char *accel_path;
-    struct cfile accel;
-    int have_accel;
-    long grad_accum;           /* the command's own accumulation, else 1 */
-    const char *unit;          /* the batch knob's unit */
-    char unit_buf[32];         /* the unit, when the preset reads it from a setting */
-};
-
-static int ab_has_key(const struct cfile *f, const char *key)
-{
-    char *v = NULL, e[256];
-    enum cedit_status st = cfile_get(f, key, &v, e, sizeof e);
-    free(v);
-    return st == CEDIT_OK || st == CEDIT_NOT_SCALAR;
-}
-
-/* --preset auto: the first built-in preset (in preset.c's order) whose
- * command substrings appear in the command, or all of whose config keys
- * the config has. */
-static int ab_detect(const struct plan *plan, char *picked, size_t len)
-{
-    char err[512];
-    for (const char *const *n = preset_builtin_names(); *n; n++) {
-        struct preset p = PRESET_INIT;
-        if (preset_load(&p, *n, err, sizeof err)) {
-            preset_release(&p);
-            continue;
-        }
-        int hit = 0;
-        for (size_t i = 0; i < p.ndetect_command && !hit; i++)
-            for (size_t a = 0; plan->command[a] && !hit; a++)
-                hit = strstr(plan->command[a], p.detect_command[i]) != NULL;
-        const char *cpath = plan->config_path ? plan->config_path : inject_find_config(&p, plan->command);
-        if (!cpath && p.config_fixed && !access(p.config_fixed, R_OK))
-            cpath = p.config_fixed; /* read from the working directory (Orpheus) */
-        struct cfile f = CFILE_INIT;
-        if (!hit && p.ndetect_keys && cpath && !cfile_load(&f, cpath, err, sizeof err)) {
-            hit = 1;
-            for (size_t i = 0; i < p.ndetect_keys && hit; i++)
-                hit = ab_has_key(&f, p.detect_keys[i]);
-        }
-        cfile_release(&f);
-        preset_release(&p);
-        if (hit) {
-            snprintf(picked, len, "%s", *n);
-            return 0;
-        }
-    }
-    /* Nothing specific: a config file's format, else the environment. */
-    const char *fallback = "env";
-    if (plan->config_path) {
-        struct cfile f = CFILE_INIT;
-        if (!cfile_load(&f, plan->config_path, err, sizeof err))
-            fallback = f.format == CFILE_JSON ? "json" : "yaml";
-        cfile_release(&f);
-    }
-    snprintf(picked, len, "%s", fallback);
-    return 0;
-}
-
-/* A Hydra override's value in the command (`key=`, `+key=`, `++key=`; the
- * last wins), else the config file's value at key, or a flag's value when
- * key is `--flag`; malloc'd, or NULL. */
-static char *ab_setting(const struct ab_setup *s, char *const *cmd, const char *key)
-{
-    if (key[0] == '-') { /* a flag: --batch_size_type frame */
-        const char *f = inject_flag_value(cmd, key);
-        return f ? strdup(f) : NULL;
-    }
-    size_t kl = strlen(key);
-    const char *v = NULL;
-    for (size_t i = 1; cmd[i]; i++) {
-        const char *a = cmd[i] + strspn(cmd[i], "+");
-        if (!strncmp(a, key, kl) && a[kl] == '=')
-            v = a + kl + 1;
-    }
-    if (v)
-        return strdup(v);
-    char *owned = NULL, e[256];
-    if (s->have_config && cfile_get(&s->config, key, &owned, e, sizeof e) == CEDIT_OK)
-        return owned;
-    free(owned);
-    return NULL;
-}
-
-/* The value the command or config already gives a knob, as a number. */
-static long ab_current(const struct ab_setup *s, char *const *cmd, enum knob_id id, long dflt)
-{
-    const struct preset_knob *k = &s->preset.knobs[id];
-    const char *v = NULL;
-    char *owned = NULL, e[256];
-    if (k->via == VIA_FLAG)
-        v = inject_flag_value(cmd, k->where);
-    else if (k->via == VIA_OVERRIDE)
-        v = owned = ab_setting(s, cmd, k->where);
-    else if (k->via == VIA_CONFIG && s->have_config &&
-             cfile_get(&s->config, k->where, &owned, e, sizeof e) == CEDIT_OK)
-        v = owned;
-    char *end;
-    long n = v ? strtol(v, &end, 10) : 0;
-    long r = v && *v && !*end && n >= 1 ? n : dflt;
-    free(owned);
-    return r;
-}
-
-/* The preset's progress rules, in trainlog's terms. */
-static struct trainlog_rules ab_log_rules(const struct preset *p)
-{
-    struct trainlog_rules r = {
-        .bar = p->progress.bar, .unit = p->progress.unit, .postfix = p->progress.postfix,
-        .line = p->progress.line,
-    };
-    return r;
-}
-
-/*
- * Never tune a knob that cannot reach the trainer: a searched knob the
- * preset has no place for is bad input, and the preset's progress rules
- * must compile.
- */
-static int ab_check_knobs(const struct plan *plan, const struct ab_setup *s)
-{
-    const struct preset *p = &s->preset;
-    if (p->knobs[KNOB_MICRO_BATCH].via == VIA_NONE) {
-        cli_error("preset '%s' has no micro_batch knob; say where the batch size lives with "
-                  "--knob micro_batch=WHERE", p->name);
-        return -1;
-    }
-    int accum_searched = plan->ngrad_accum > 1 ||
-                         (plan->ngrad_accum == 1 && plan->grad_accum[0] != s->grad_accum);
-    if (accum_searched && p->knobs[KNOB_GRAD_ACCUM].via == VIA_NONE) {
-        cli_error("--grad-accum: preset '%s' has no gradient-accumulation knob, so the trainer "
-                  "would never see it; drop --grad-accum or say where it lives with "
-                  "--knob grad_accum=WHERE", p->name);
-        return -1;
-    }
-    if (plan->checkpointing_searched && p->knobs[KNOB_CHECKPOINTING].via == VIA_NONE) {
-        cli_error("--checkpointing: preset '%s' has no activation-checkpointing knob, so the "
-                  "trainer would never see it; drop --checkpointing or say where it lives with "
-                  "--knob checkpointing=WHERE", p->name);
-        return -1;
-    }
-    struct trainlog_rules rules = ab_log_rules(p);
-    struct trainlog tl;
-    char err[256];
-    if (trainlog_init(&tl, &rules, err, sizeof err)) {
-        cli_error("preset '%s': progress: %s", p->name, err);
-        return -1;
-    }
-    trainlog_release(&tl);
-    return 0;
-}
-
-/*
- * An interpreter's script must be readable before the first trial (cli.c
- * already checked that the command itself runs); otherwise every trial
- * would be a "crash".
- */
-static int ab_check_command(char *const *cmd)
-{
-    const char *a0 = cmd[0];
-    const char *b = strrchr(a0, '/');
-    b = b ? b + 1 : a0;
-    int interp = !strncmp(b, "python", 6) || !strcmp(b, "bash") || !strcmp(b, "sh");
-    for (size_t i = 1; interp && cmd[i]; i++) {
-        const char *a = cmd[i];
-        if (!strcmp(a, "-m") || !strcmp(a, "-c") || !strcmp(a, "-"))
-            break; /* a module, a command string, stdin: nothing to check */
-        if (a[0] == '-')
-            continue;
-        if (access(a, R_OK)) {
-            cli_error("cannot read the script '%s': %s; check the command after --", a,
-                      strerror(errno));
-            return -1;
-        }
-        break;
-    }
-    return 0;
-}
-
-static int ab_setup(struct plan *plan, struct ab_setup *s, struct progress *pg)
-{
-    char err[512], picked[64];
-    const char *name = plan->preset_name;
-    if (!strcmp(name, "auto")) {
-        ab_detect(plan, picked, sizeof picked);
-        name = picked;
-    }
-    if (preset_load(&s->preset, name, err, sizeof err)) {
-        cli_error("--preset: %s", err);
-        return -1;
-    }
-    if (!strcmp(plan->preset_name, "auto"))
-        progress_note(pg, "--preset auto: picked '%s' (%s)", s->preset.name,
-                      s->preset.summary ? s->preset.summary : "");
-    s->config_path = plan->config_path ? plan->config_path
-                                       : inject_find_config(&s->preset, plan->command);
-    if (!s->config_path && s->preset.config_fixed) {
-        if (access(s->preset.config_fixed, R_OK)) {
-            cli_error("preset '%s': the script reads '%s' from its working directory, and there "
-                      "is none here (%s); run autobatch where the script runs", s->preset.name,
-                      s->preset.config_fixed, strerror(errno));
-            return -1;
-        }
-        s->config_path = s->preset.config_fixed;
-    }
-    for (int i = 0; i < plan->nknob_specs; i++) {
-        if (preset_set_knob(&s->preset, plan->knob_specs[i], s->config_path != NULL, err,
-                            sizeof err)) {
-            cli_error("%s", err);
-            return -1;
-        }
-    }
-    if (!s->config_path && (preset_uses_config(&s->preset) || plan->write)) {
-        cli_error(plan->write ? "--write needs --config FILE, the file to write the choice into"
-                              : "preset '%s' keeps knobs in a config file; name it with --config FILE",
-                  s->preset.name);
-        return -1;
-    }
-    if (s->config_path) {
-        if (cfile_load(&s->config, s->config_path, err, sizeof err)) {
-            cli_error("--config: %s", err);
-            return -1;
-        }
-        s->have_config = 1;
-    }
-    if (plan->write && s->config_path &&
-        (access(s->config_path, W_OK) || afile_check_writable(s->config_path, err, sizeof err))) {
-        cli_error("--write: cannot write '%s': %s; make it writable or drop --write",
-                  s->config_path, access(s->config_path, W_OK) ? strerror(errno) : err);
-        return -1;
-    }
-    if (ab_check_command(plan->command))
-        return -1;
-    if (preset_uses_accelerate(&s->preset) && plan->checkpointing_searched) {
-        s->accel_path = inject_flag_value(plan->command, "--config_file");
-        if (!s->accel_path) {
-            cli_error("preset '%s' sets checkpointing in the accelerate config; launch with "
-                      "`accelerate launch --config_file FILE ...`", s->preset.name);
-            return -1;
-        }
-        if (cfile_load(&s->accel, s->accel_path, err, sizeof err)) {
-            cli_error("accelerate --config_file: %s", err);
-            return -1;
-        }
-        s->have_accel = 1;
-    }
-    if (!plan->batch_given && s->preset.batch_min > 0) {
-        plan->batch_min = s->preset.batch_min;
-        plan->batch_max = s->preset.batch_max;
-        plan->batch_step = s->preset.batch_step;
-    }
-    s->grad_accum = ab_current(s, plan->command, KNOB_GRAD_ACCUM, 1);
-    s->unit = s->preset.knobs[KNOB_MICRO_BATCH].unit ? s->preset.knobs[KNOB_MICRO_BATCH].unit
-                                                      : "samples";
-    char *from = s->preset.unit_from ? ab_setting(s, plan->command, s->preset.unit_from) : NULL;
-    if (from && *from && strlen(from) < sizeof s->unit_buf - 2 && !strpbrk(from, " \t/")) {
-        size_t n = strlen(from);
-        snprintf(s->unit_buf, sizeof s->unit_buf, "%s%s", from, from[n - 1] == 's' ? "" : "s");
-        s->unit = s->unit_buf;
-    }
-    free(from);
-    for (size_t i = 0; i < s->preset.nrefuse; i++) {
-        const struct preset_refusal *rf = &s->preset.refuse[i];
-        int searched = rf->knob == KNOB_CHECKPOINTING ? plan->checkpointing_searched
-                     : rf->knob == KNOB_GRAD_ACCUM ? plan->ngrad_accum > 0 : 1;
-        char *v = searched ? ab_setting(s, plan->command, rf->key) : NULL;
-        int hit = v && !strcmp(v, rf->value);
-        free(v);
-        if (hit) {
-            cli_error("preset '%s': %s is not searched where %s is %s: %s", s->preset.name,
-                      preset_knob_name(rf->knob), rf->key, rf->value, rf->why);
-            return -1;
-        }
-    }
-    return ab_check_knobs(plan, s);
-}
-
-static void ab_setup_release(struct ab_setup *s)
-{
-    preset_release(&s->preset);
-    cfile_release(&s->config);
-    cfile_release(&s->accel);
-}
-
 /* ----------------------------------------------------------- write-back */
 
-/*
- * --write: apply the choice to the file as it is now.  Tuning takes
- * hours, and the user may edit the file meanwhile, so under the file's
- * lock (afile_lock: a `config set` or another run waits) it is read
- * again.  Unchanged: f's edits are written.  Changed, but not in any key
- * the choice sets: the choice is applied to the new bytes, keeping the
- * user's edit.  Changed in such a key: nothing is written, and the error
- * names the file and the key (exit 2: nothing was changed, and the
- * message says how to apply the choice by hand).
- */
-static int ab_write_file(const struct inject_ctx *ctx, const struct inject_candidate *best,
-                         const struct cfile *f, const char *path, enum knob_via via, FILE *say)
+/* writeback_choice's lines: what it says and its diffs go to the summary
+ * stream (ctx), its errors to stderr. */
+static void ab_writeback_line(void *ctx, enum writeback_kind kind, const char *text)
 {
-    char err[512];
-    int lock = afile_lock(path, err, sizeof err);
-    if (lock < 0) {
-        cli_error("--write: %s; the choice was not written", err);
-        return -1;
-    }
-    const char **keys = inject_file_keys(ctx, via, 1);
-    struct cfile now = CFILE_INIT;
-    const struct cfile *out = f;
-    const char *key = NULL;
-    int rc = -1;
-    enum cfile_drift drift = keys ? cfile_reread(f, path, keys, &now, &key, err, sizeof err)
-                                  : CFILE_UNREADABLE;
-    if (!keys)
-        snprintf(err, sizeof err, "out of memory");
-    if (drift == CFILE_UNREADABLE) {
-        cli_error("--write: %s; the choice was not written", err);
-        goto done;
-    }
-    if (drift == CFILE_CONFLICT) {
-        char *want = NULL, e[256];
-        cfile_get(f, key, &want, e, sizeof e);
-        cli_error("--write: '%s' was changed while autobatch ran and its %s; not written, so "
-                  "that change stays: apply the choice yourself (autobatch config set %s %s=%s) "
-                  "or tune again", path, err, path, key, want ? want : "?");
-        free(want);
-        goto done;
-    }
-    if (drift == CFILE_CHANGED) {
-        if (inject_apply_file(ctx, via, 1, &now, best, err, sizeof err)) {
-            cli_error("--write: '%s' was changed while autobatch ran, and the choice does not "
-                      "apply to it now: %s; not written", path, err);
-            goto done;
-        }
-        fprintf(say, "autobatch: '%s' was changed while autobatch ran (none of the values it "
-                     "sets); applying the choice to it as it is now\n", path);
-        out = &now;
-    }
-    if (!cfile_changed(out)) {
-        fprintf(say, "autobatch: '%s' already holds the choice\n", path);
-        rc = 0;
-        goto done;
-    }
-    char *diff = NULL;
-    if (drift == CFILE_CHANGED &&
-        !udiff(out->orig, out->orig_len, out->cur, out->cur_len, path, path, &diff))
-        fputs(diff, say); /* the diff shown before was against the old bytes */
-    free(diff);
-    if (cfile_save(out, path, err, sizeof err)) {
-        cli_error("%s", err);
-    } else {
-        fprintf(say, "autobatch: wrote '%s'\n", path);
-        rc = 0;
-    }
-done:
-    afile_unlock(lock);
-    cfile_release(&now);
-    free(keys);
-    return rc;
+    FILE *say = ctx;
+    if (kind == WRITEBACK_ERROR)
+        cli_error("%s", text);
+    else if (kind == WRITEBACK_DIFF)
+        fputs(text, say);
+    else
+        fprintf(say, "autobatch: %s\n", text);
 }
-
-/* Show (and with --write, apply) the choice: the diff of --config, and
- * the command-line knobs to use; both are kept as res's "run_with". */
-static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inject_ctx *ctx,
-                         const struct inject_candidate *best, FILE *say, struct results *res)
-{
-    char err[512];
-    const struct preset *p = &s->preset;
-    char line[1024] = "";
-    struct strvec argv = STRVEC_INIT, env = STRVEC_INIT;
-    int nomem = 0;
-    for (size_t i = 0; plan->command[i]; i++)
-        nomem |= strvec_push(&argv, plan->command[i]);
-    for (int id = 0; id < KNOB_COUNT; id++) {
-        const struct preset_knob *k = &p->knobs[id];
-        if (id == KNOB_MAX_STEPS || (id == KNOB_CHECKPOINTING && !ctx->set_checkpointing))
-            continue;
-        char val[64], piece[256] = "";
-        if (id == KNOB_OUTPUT_DIR)
-            continue;
-        inject_knob_text(ctx, k, id, best, val, sizeof val);
-        if (k->via == VIA_FLAG)
-            snprintf(piece, sizeof piece, " %s %s", k->where, val);
-        else if (k->via == VIA_OVERRIDE && !s->have_config)
-            snprintf(piece, sizeof piece, " %s=%s", k->where, val);
-        else if (k->via == VIA_ENV)
-            snprintf(piece, sizeof piece, " %s=%s (environment)", k->where, val);
-        strncat(line, piece, sizeof line - strlen(line) - 1);
-        nomem |= k->via == VIA_FLAG ? inject_set_flag(&argv, k->where, val)
-               : k->via == VIA_OVERRIDE && !s->have_config ? inject_set_override(&argv, k->where, val)
-               : k->via == VIA_ENV ? strvec_pushf(&env, "%s=%s", k->where, val) : 0;
-    }
-    if (*line)
-        fprintf(say, "autobatch: run with:%s\n", line);
-    if (!nomem) /* out of memory: the results file goes without "run_with" */
-        (void)results_run_with(res, argv.v, env.v);
-    strvec_release(&argv);
-    strvec_release(&env);
-    if (!s->have_config && !s->have_accel)
-        return 0;
-
-    struct { struct cfile *f; const char *path; enum knob_via via; int have; } files[] = {
-        { &s->config, s->config_path, VIA_CONFIG, s->have_config },
-        { &s->accel, s->accel_path, VIA_ACCELERATE, s->have_accel },
-    };
-    int rc = 0;
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        if (!files[i].have)
-            continue;
-        struct cfile *f = files[i].f;
-        if (inject_apply_file(ctx, files[i].via, 1, f, best, err, sizeof err)) {
-            cli_error("write-back to '%s': %s", files[i].path, err);
-            rc = -1;
-            continue;
-        }
-        if (!cfile_changed(f) && !plan->write) {
-            fprintf(say, "autobatch: '%s' already holds the choice\n", files[i].path);
-            (void)results_run_with_file(res, files[i].path, NULL, 0);
-            continue;
-        }
-        /* Same path on both sides, so `patch -p0 < diff` applies it. */
-        char *diff = NULL;
-        if (cfile_changed(f) &&
-            !udiff(f->orig, f->orig_len, f->cur, f->cur_len, files[i].path, files[i].path, &diff))
-            fputs(diff, say);
-        int wrote = 0;
-        if (plan->write) {
-            if (ab_write_file(ctx, best, f, files[i].path, files[i].via, say))
-                rc = -1;
-            else
-                wrote = cfile_changed(f);
-        }
-        (void)results_run_with_file(res, files[i].path, diff, wrote);
-        free(diff);
-        if (!plan->write) {
-            fprintf(say, "autobatch: not written; add --write to apply this to '%s'\n",
-                    files[i].path);
-        }
-    }
-    return rc;
-}
-
 
 /* ------------------------------------------------------- trial scratch */
 
@@ -753,7 +133,7 @@ static int ab_write_back(const struct plan *plan, struct ab_setup *s, struct inj
  * files' (those that are files: a device or FIFO is written through, with
  * no temporary beside it) and the cache's.  Then sweep them and the
  * scratch base of what killed runs left there. */
-static void ab_sweep(const struct plan *plan, const struct ab_setup *s, const char *tmpbase,
+static void ab_sweep(const struct plan *plan, const struct setup *s, const char *tmpbase,
                      const char *self, struct progress *pg)
 {
     const char *files[] = {
@@ -904,7 +284,7 @@ static void ab_flush_output(void)
  * run.  Other sizes differ only in the knobs' values.  Returns 0, or -1
  * after saying why.
  */
-static int ab_dry_run(struct inject_ctx *ctx, const struct plan *plan, const struct ab_setup *setup,
+static int ab_dry_run(struct inject_ctx *ctx, const struct plan *plan, const struct setup *setup,
                       const struct space *sp, const char *dir)
 {
     for (size_t i = 0; i < sp->ncells; i++) {
@@ -1256,7 +636,7 @@ static int ab_per_model(int argc, char **argv, const struct plan *plan, const st
 /* Everything a trial needs from the controller, and what trials change. */
 struct ab_run {
     const struct plan *plan;
-    struct ab_setup *setup;
+    struct setup *setup;
     struct inject_ctx *ctx;
     struct space *space;
     struct results *res;
@@ -1367,7 +747,7 @@ static int ab_job_prepare(struct ab_run *r, struct ab_job *j, size_t ci, long va
                           const struct ab_slot *slot, long round)
 {
     const struct plan *plan = r->plan;
-    struct ab_setup *setup = r->setup;
+    struct setup *setup = r->setup;
     const struct cell *cell = &r->space->cells[ci];
     j->recording = plan->replay && guide_next(r->guide, r->space, ci, &value);
     double left = plan->budget_s > 0 ? plan->budget_s - (ab_now() - r->t0) : 0;
@@ -1459,7 +839,7 @@ static int ab_job_prepare(struct ab_run *r, struct ab_job *j, size_t ci, long va
 static int ab_job_finish(struct ab_run *r, struct ab_job *j, int shared)
 {
     const struct plan *plan = r->plan;
-    struct ab_setup *setup = r->setup;
+    struct setup *setup = r->setup;
     struct space *space = r->space;
     struct progress *pg = r->pg;
     struct trial_result *tr = &j->tr;
@@ -1929,29 +1309,32 @@ static int ab_round(struct ab_run *r, struct ab_job *jobs, size_t n, const size_
  * spread)", or that the two cannot be told apart. */
 static void ab_say_runner_up(FILE *say, const struct results *res, const char *unit)
 {
-    const struct results_trial *b = &res->trials[res->best];
-    if (res->runner_up < 0 || b->samples_per_s <= 0)
+    struct choose_margin m;
+    if (choose_margin(res, &m) == CHOOSE_NO_MARGIN)
         return;
     const struct results_trial *u = &res->trials[res->runner_up];
-    double sb = results_spread(b), su = results_spread(u), spread = sb > su ? sb : su;
-    double vb = results_speed(res, b), vu = results_speed(res, u);
-    if (vb <= 0 || vu <= 0)
-        return;
     char who[160];
     snprintf(who, sizeof who, "the runner-up micro_batch=%ld grad_accum=%ld checkpointing=%s "
-             "(%.1f %s/s)", u->micro_batch, u->grad_accum, u->checkpointing ? "on" : "off", vu,
-             unit);
-    int known = sb >= 0 && su >= 0;
-    if (vu > vb)
+             "(%.1f %s/s)", u->micro_batch, u->grad_accum, u->checkpointing ? "on" : "off",
+             m.runner_speed, unit);
+    switch (m.verdict) {
+    case CHOOSE_TIE:
         fprintf(say, "autobatch: within 1%% of %s: a tie, which goes to less memory\n", who);
-    else if (known && vb / vu - 1 <= spread)
+        break;
+    case CHOOSE_WITHIN_NOISE:
         fprintf(say, "autobatch: within noise of %s: %.2f times as fast, step times vary by "
-                     "%.1f%%\n", who, vb / vu, 100 * spread);
-    else if (known)
-        fprintf(say, "autobatch: %.2f times faster (+- %.1f%%) than %s\n", vb / vu, 100 * spread,
-                who);
-    else
-        fprintf(say, "autobatch: %.2f times faster than %s\n", vb / vu, who);
+                     "%.1f%%\n", who, m.ratio, 100 * m.spread);
+        break;
+    case CHOOSE_FASTER:
+        fprintf(say, "autobatch: %.2f times faster (+- %.1f%%) than %s\n", m.ratio,
+                100 * m.spread, who);
+        break;
+    case CHOOSE_FASTER_UNKNOWN_SPREAD:
+        fprintf(say, "autobatch: %.2f times faster than %s\n", m.ratio, who);
+        break;
+    case CHOOSE_NO_MARGIN:
+        break;
+    }
 }
 
 /* What --headroom kept out of the choice, and why: the fits whose memory
@@ -1960,52 +1343,33 @@ static void ab_say_runner_up(FILE *say, const struct results *res, const char *u
 static void ab_say_headroom(FILE *say, const struct results *res, const struct space *sp,
                             const struct gpu *g, double headroom, const char *unit)
 {
-    double cap = gpu_capacity(g);
-    for (size_t i = 0; cap < 0 && i < sp->ncells; i++)
-        if (sp->cells[i].search.capacity > 0)
-            cap = sp->cells[i].search.capacity;
-    if (headroom <= 0 || cap <= 0)
-        return; /* nothing excluded, or ab_choose warned that it could not check */
-    const struct results_trial *top = NULL;
-    size_t n = 0;
-    for (size_t i = 0; i < res->ntrials; i++) {
-        const struct results_trial *t = &res->trials[i];
-        double need = t->outcome == TRIAL_FIT ? ab_need(t, sp) : -1;
-        if (need < 0 || need <= (1 - headroom) * cap || ab_above_boundary(t, sp))
-            continue;
-        int seen = 0;
-        for (size_t k = 0; k < i && !seen; k++)
-            seen = res->trials[k].outcome == TRIAL_FIT && results_same_config(&res->trials[k], t);
-        if (seen)
-            continue;
-        n++;
-        if (!top || results_speed(res, t) > results_speed(res, top))
-            top = t;
-    }
-    if (!n)
+    double cap = choose_capacity(g, sp);
+    struct choose_excluded x;
+    if (!choose_excluded(res, sp, cap, headroom, &x))
         return;
+    const struct results_trial *top = &res->trials[x.top];
     char rate[64] = "";
     if (results_speed(res, top) > 0)
         snprintf(rate, sizeof rate, ", %.1f %s/s", results_speed(res, top), unit);
     fprintf(say, "autobatch: --headroom %.0f%% excluded %zu fitting configuration%s, which use "
                  "more than %.1f of the device's %.1f GiB; the fastest: micro_batch=%ld "
-                 "grad_accum=%ld checkpointing=%s%s, %.1f GiB\n", 100 * headroom, n,
-            n == 1 ? "" : "s", (1 - headroom) * cap / 1073741824.0, cap / 1073741824.0,
+                 "grad_accum=%ld checkpointing=%s%s, %.1f GiB\n", 100 * headroom, x.n,
+            x.n == 1 ? "" : "s", (1 - headroom) * cap / 1073741824.0, cap / 1073741824.0,
             top->micro_batch, top->grad_accum, top->checkpointing ? "on" : "off", rate,
-            ab_need(top, sp) / 1073741824.0);
+            x.need / 1073741824.0);
 }
 
 /* A choice that trains with another effective batch (micro x accum x
  * world size) than the command's own changes what its learning rate was
  * tuned for: say so.  Silent when the command's own values are unknown. */
-static void ab_say_effective_batch(FILE *say, const struct plan *plan, const struct ab_setup *s,
+static void ab_say_effective_batch(FILE *say, const struct plan *plan, const struct setup *s,
                                    const struct results_trial *b)
 {
-    long micro = ab_current(s, plan->command, KNOB_MICRO_BATCH, -1);
+    long micro = setup_current(s, plan->command, KNOB_MICRO_BATCH, -1);
     /* Without --grad-accum the choice keeps the command's accumulation,
      * whatever it is; with it, the command's own must be known. */
     long accum = plan->ngrad_accum == 0 ? b->grad_accum
-               : ab_current(s, plan->command, KNOB_GRAD_ACCUM, -1);
+               : setup_current(s, plan->command, KNOB_GRAD_ACCUM, -1);
     if (micro < 1 || accum < 1)
         return;
     long world = plan->world_size;
@@ -2059,22 +1423,28 @@ int main(int argc, char **argv)
     struct progress pg;
     progress_init(&pg, plan.quiet, plan.show_output, plan.verbose);
     pg.budget_s = plan.budget_s;
-    struct ab_setup setup = { .preset = PRESET_INIT, .config = CFILE_INIT, .accel = CFILE_INIT };
-    if (ab_setup(&plan, &setup, &pg)) {
-        ab_setup_release(&setup);
+    struct setup setup = SETUP_INIT;
+    char setup_err[8192];
+    int setup_failed = setup_load(&setup, &plan, setup_err, sizeof setup_err);
+    if (setup.auto_picked)
+        progress_note(&pg, "--preset auto: picked '%s' (%s)", setup.preset.name,
+                      setup.preset.summary ? setup.preset.summary : "");
+    if (setup_failed) {
+        cli_error("%s", setup_err);
+        setup_release(&setup);
         return AB_USAGE;
     }
     pg.unit = setup.unit;
     struct oom_table oom = OOM_TABLE_INIT;
     if (oom_table_load_default(&oom, err, sizeof err)) {
         cli_error("built-in OOM signatures: %s", err);
-        ab_setup_release(&setup);
+        setup_release(&setup);
         return AB_USAGE;
     }
     if (proctree_become_subreaper()) {
         cli_error("cannot become a child subreaper: %s", strerror(errno));
         oom_table_release(&oom);
-        ab_setup_release(&setup);
+        setup_release(&setup);
         return AB_USAGE;
     }
     ab_install_signals();
@@ -2087,7 +1457,7 @@ int main(int argc, char **argv)
         cli_error("cannot make a temporary directory in '%s': %s; set TMPDIR to a writable place",
                   tmpbase && *tmpbase ? tmpbase : "/tmp", strerror(errno));
         oom_table_release(&oom);
-        ab_setup_release(&setup);
+        setup_release(&setup);
         return AB_USAGE;
     }
 
@@ -2103,10 +1473,10 @@ int main(int argc, char **argv)
         cli_error("in-process probe: %s", err);
         leftovers_remove_tree(dir);
         oom_table_release(&oom);
-        ab_setup_release(&setup);
+        setup_release(&setup);
         return AB_USAGE;
     }
-    struct trainlog_rules log_rules = ab_log_rules(&setup.preset);
+    struct trainlog_rules log_rules = setup_log_rules(&setup.preset);
 
     /* ---- the space */
     long accum_default[1] = { setup.grad_accum };
@@ -2123,7 +1493,7 @@ int main(int argc, char **argv)
         cli_error("%s", err);
         leftovers_remove_tree(dir);
         oom_table_release(&oom);
-        ab_setup_release(&setup);
+        setup_release(&setup);
         return AB_USAGE;
     }
     /* The trainer's own step limit: far above anything a trial runs
@@ -2164,7 +1534,7 @@ int main(int argc, char **argv)
             leftovers_remove_tree(dir);
             space_release(&space);
             oom_table_release(&oom);
-            ab_setup_release(&setup);
+            setup_release(&setup);
             return AB_USAGE;
         }
     }
@@ -2174,7 +1544,7 @@ int main(int argc, char **argv)
         leftovers_remove_tree(dir);
         space_release(&space);
         oom_table_release(&oom);
-        ab_setup_release(&setup);
+        setup_release(&setup);
         return bad ? AB_USAGE : AB_OK;
     }
     struct results res = RESULTS_INIT;
@@ -2250,7 +1620,7 @@ int main(int argc, char **argv)
             space_release(&space);
             results_release(&res);
             oom_table_release(&oom);
-            ab_setup_release(&setup);
+            setup_release(&setup);
             return bad ? AB_USAGE : split;
         }
         if (plan.emulate_bytes) {
@@ -2318,7 +1688,7 @@ int main(int argc, char **argv)
             space_release(&space);
             results_release(&res);
             oom_table_release(&oom);
-            ab_setup_release(&setup);
+            setup_release(&setup);
             return AB_USAGE;
         }
     }
@@ -2363,9 +1733,14 @@ int main(int argc, char **argv)
         if (!k) {
             /* The finalists measured again, once, when noise could have
              * decided between them. */
+            struct choose_repeat again;
             if (repeated || ab_interrupted ||
-                !ab_repeat_noisy(&res, &space, &gpu, plan.headroom, &pg))
+                !choose_repeat_noisy(&res, &space, choose_capacity(&gpu, &space), plan.headroom,
+                                     &again))
                 break;
+            progress_note(&pg, "micro_batch=%ld and %ld differ by %.1f%%, within their step-time "
+                               "spread (%.1f%%): measuring both again", again.best_micro,
+                          again.runner_micro, 100 * again.margin, 100 * again.spread);
             repeated = 1;
             continue;
         }
@@ -2412,8 +1787,21 @@ int main(int argc, char **argv)
     }
 
     /* ---- the answer */
-    ab_collect_cells(&space, &res, &pg);
-    res.best = ab_choose(&res, &space, &gpu, plan.headroom, &pg);
+    size_t ncontra = res.ncontra;
+    choose_collect_cells(&space, &res);
+    for (size_t i = ncontra; i < res.ncontra; i++) {
+        const struct results_contradiction *x = &res.contra[i];
+        progress_note(&pg, "warning: micro_batch=%ld failed although %ld fitted; re-tested: %s",
+                      x->micro_batch, x->larger_fit,
+                      x->retest_fit ? "fits (the first failure was a fluke)"
+                                    : "fails again (memory use is not monotone here)");
+    }
+    struct choose_notes notes;
+    res.best = choose_best(&res, &space, choose_capacity(&gpu, &space), plan.headroom, &notes);
+    if (notes.headroom_unchecked)
+        progress_note(&pg, "warning: --headroom could not be checked for every candidate: no "
+                           "memory figures (no NVML, no peak_mem_bytes in AUTOBATCH_REPORT, no "
+                           "numbers in the OOM messages)");
     if (events_on())
         events_emit("choice", json_pack("{s:o, s:o}", "best",
                     res.best >= 0 ? results_trial_json(&res.trials[res.best]) : json_null(),
@@ -2439,7 +1827,9 @@ int main(int argc, char **argv)
     res.exit_status = status;
     res.interrupted = status == AB_INTERRUPTED;
     if (status == AB_OK && !plan.no_cache)
-        cache_save(&ck, &space);
+        cache_save(&ck, &space, res.best >= 0 ? res.trials[res.best].grad_accum : 0,
+                   res.best >= 0 ? res.trials[res.best].checkpointing : 0,
+                   res.best >= 0 ? res.trials[res.best].micro_batch : -1);
 
     FILE *say = plan.json_path && !strcmp(plan.json_path, "-") ? stderr : stdout;
     int bounded = 0;
@@ -2481,7 +1871,8 @@ int main(int argc, char **argv)
     if (res.best >= 0 && status == AB_OK) {
         const struct results_trial *b = &res.trials[res.best];
         struct inject_candidate best = { b->micro_batch, b->grad_accum, b->checkpointing };
-        if (ab_write_back(&plan, &setup, &ctx, &best, say, &res))
+        struct writeback_out wo = { ab_writeback_line, say };
+        if (writeback_choice(&plan, &setup, &ctx, &best, &res, &wo))
             status = res.exit_status = AB_USAGE;
     }
     fflush(say);
@@ -2505,6 +1896,6 @@ int main(int argc, char **argv)
     results_release(&res);
     oom_table_release(&oom);
     gpu_release(&gpu);
-    ab_setup_release(&setup);
+    setup_release(&setup);
     return status;
 }

@@ -68,6 +68,11 @@
  * 0600.
  *
  * Errors are one lowercase line in err, without a final period.
+ *
+ * The code is in four files, one concern each: webhook.c (format names,
+ * options, delivery ids), webhook_payload.c (the bodies),
+ * webhook_deliver.c (libcurl and libcrypto: URLs, signing, the POST and
+ * its retries) and webhook_spool.c; webhook_int.h is what they share.
  */
 #ifndef AB_WEBHOOK_H
 #define AB_WEBHOOK_H

@@ -156,7 +156,8 @@ static int cache_mkdirs(const char *path)
     return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
 }
 
-int cache_save(const struct cache_key *k, const struct space *sp)
+int cache_save(const struct cache_key *k, const struct space *sp, long choice_accum,
+               int choice_ckpt, long choice_micro)
 {
     char dir[4000];
     if (!k->path[0] || cache_dir(dir, sizeof dir) || cache_mkdirs(dir))
@@ -168,7 +169,9 @@ int cache_save(const struct cache_key *k, const struct space *sp)
         if (mf < 0 || c->state == CELL_SKIPPED)
             continue;
         long fast = space_fastest(c), near[2];
-        space_fastest_near(c, near);
+        if (choice_micro > 0 && c->grad_accum == choice_accum && c->checkpointing == choice_ckpt)
+            fast = choice_micro; /* the old choice, whatever won it (a tie, the pooled mean) */
+        space_measured_near(c, fast, near);
         json_t *jn = json_array();
         for (int j = 0; j < 2; j++)
             json_array_append_new(jn, near[j] > 0 ? json_integer(near[j]) : json_null());

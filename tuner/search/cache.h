@@ -37,8 +37,15 @@ void cache_key_make(struct cache_key *k, char *const *command, const struct cfil
 /** Seed the space's cells from the cache file: returns cells seeded (0: none). */
 int cache_load(const struct cache_key *k, struct space *sp);
 
-/** Store each searched cell's boundary.  Returns 0, or -1 (ignored by callers). */
-int cache_save(const struct cache_key *k, const struct space *sp);
+/**
+ * Store each searched cell's boundary and the sizes to measure again: in
+ * the cell of the run's choice (grad_accum, checkpointing, micro; micro
+ * <= 0 when nothing was chosen) the chosen micro-batch, elsewhere the
+ * cell's fastest, each with the measured sizes next to it.  Returns 0, or
+ * -1 (ignored by callers).
+ */
+int cache_save(const struct cache_key *k, const struct space *sp, long choice_accum,
+               int choice_ckpt, long choice_micro);
 
 /** The directory: $XDG_CACHE_HOME/autobatch, else $HOME/.cache/autobatch. */
 int cache_dir(char *out, size_t len);

@@ -581,17 +581,16 @@ void space_seed_fastest(struct space *sp, long grad_accum, int checkpointing, lo
     }
 }
 
-void space_fastest_near(const struct cell *c, long near[2])
+void space_measured_near(const struct cell *c, long around, long near[2])
 {
-    long fast = space_fastest(c);
     near[0] = near[1] = -1;
-    for (size_t i = 0; fast > 0 && i < c->search.nprobes; i++) {
+    for (size_t i = 0; around > 0 && i < c->search.nprobes; i++) {
         const struct search_probe *p = &c->search.probes[i];
         if (p->inferred || !p->fit || p->speed <= 0)
             continue;
-        if (p->value < fast && p->value > near[0])
+        if (p->value < around && p->value > near[0])
             near[0] = p->value;
-        if (p->value > fast && (near[1] < 0 || p->value < near[1]))
+        if (p->value > around && (near[1] < 0 || p->value < near[1]))
             near[1] = p->value;
     }
 }

@@ -140,9 +140,9 @@ void space_seed_fastest(struct space *sp, long grad_accum, int checkpointing, lo
 long space_fastest(const struct cell *c);
 
 /**
- * The sizes with a measured speed next to the cell's fastest: near[0]
+ * The sizes with a measured speed next to `around` in the cell: near[0]
  * the largest below it, near[1] the smallest above it; -1 none.
  */
-void space_fastest_near(const struct cell *c, long near[2]);
+void space_measured_near(const struct cell *c, long around, long near[2]);
 
 #endif

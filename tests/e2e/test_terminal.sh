@@ -44,6 +44,8 @@ grep -q "autobatch.*: trial 1  micro_batch=[0-9]* grad_accum=1 checkpointing=off
 grep -Eq "elapsed [0-9]+s  ends within ~(10m00|9m5[0-9])s \(--budget\)  bracket: nothing tried yet" \
   "$WORK/t.out" || fail "terminal: no elapsed time / budget / bracket"
 grep -q "bracket: fits [0-9]*, fails [0-9]*" "$WORK/t.out" || fail "terminal: the bracket never narrowed"
+grep -q "bracket: fits [0-9]*, fails [0-9]* (by bisection ~[0-9]* trial" "$WORK/t.out" \
+  || fail "terminal: no estimate of the trials left to the boundary"
 grep -q "fastest so far: micro_batch=[0-9]* grad_accum=1 checkpointing=off, [0-9.]* samples/s" \
   "$WORK/t.out" || fail "terminal: no fastest-so-far line"
 grep -q "it/s" "$WORK/t.out" || fail "terminal: no rate"

@@ -11,6 +11,7 @@
 #include "output/events.h"
 #include "cli/outq.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,7 +170,16 @@ static void progress_draw(struct progress *p, int force)
         else
             snprintf(when, sizeof when, "  --budget spent: finishing");
     }
-    if (p->fit >= 0 && p->fail >= 0)
+    if (p->fit >= 0 && p->fail > p->fit + 1 && p->trials_done > 0) {
+        /* An estimate, not a bound: what bisecting the rest of the bracket
+         * would take, at the mean trial time so far (a model's jump can
+         * take fewer, the knee and other cells come after). */
+        int left = (int)ceil(log2((double)(p->fail - p->fit)));
+        snprintf(bracket, sizeof bracket,
+                 "bracket: fits %ld, fails %ld (by bisection ~%d trial%s, ~%s)", p->fit, p->fail,
+                 left, left == 1 ? "" : "s",
+                 progress_dur(left * p->trials_s / (double)p->trials_done, t2, sizeof t2));
+    } else if (p->fit >= 0 && p->fail >= 0)
         snprintf(bracket, sizeof bracket, "bracket: fits %ld, fails %ld", p->fit, p->fail);
     else if (p->fit >= 0)
         snprintf(bracket, sizeof bracket, "bracket: fits %ld, no failure yet", p->fit);
@@ -328,6 +338,10 @@ void progress_trial_end(struct progress *p, const struct trial_result *r, double
                     : r->outcome == TRIAL_OOM ? C_YELLOW : C_RED;
     char extra[128] = "";
     p->active = 0;
+    if (r->wall_s > 0) {
+        p->trials_s += r->wall_s;
+        p->trials_done++;
+    }
     if (samples_per_s > 0)
         snprintf(extra, sizeof extra, ", %.1f %s/s", samples_per_s, p->unit);
     progress_note(p, "trial %ld: micro_batch=%ld grad_accum=%ld checkpointing=%s -> %s%s%s "

@@ -52,6 +52,8 @@ struct progress {
     double best_sps;   /**< the fastest fit so far, samples/s; <=0 none yet */
     long best_micro, best_accum;
     int best_ckpt;
+    double trials_s;   /**< wall time of the trials that ended, for an estimate */
+    long trials_done;  /**< ... and how many */
     double last_event; /**< when the last --events step line went out */
     long event_trial;  /**< ... and for which trial */
 };

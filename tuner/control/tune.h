@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tune: the tuning loop.  Ask the space for the next candidates, build
+ * each as a trial (its directory, command, environment and limits), run
+ * it here or, with --gpus, side by side in worker processes (or as Slurm
+ * job steps and array tasks), and feed what it showed into the results,
+ * the search and the replay guide, until the search is done, the budget
+ * is spent, the command crashes, or we are interrupted.  The finalists
+ * are measured once more when noise could have decided between them.
+ *
+ * Moved out of tuner/cli/main.c, which prepares everything a run needs
+ * (the plan, the set-up, the space, the results, the GPUs) and words the
+ * answer; the loop says what happens as it happens through the progress
+ * module it is handed (tuner/cli/progress.h), and its errors as
+ * cli_error does, exactly as main did.
+ *
+ * Life cycle:
+ *   1. The caller fills a struct tune_run: the pointers to what it owns
+ *      (none is freed here), the scratch directory, t0 = tune_now(),
+ *      status 0, and for tests a trial runner (run_trial).
+ *   2. tune_loop(&run) runs the trials; it appends them to run.res and
+ *      records them in run.space (and run.guide with --replay).
+ *   3. The caller reads run.status and the flags (budget_hit, crashed,
+ *      timeouts, no_steps) and chooses; *run.interrupt says whether a
+ *      signal cut the run short.
+ */
+#ifndef AB_TUNE_H
+#define AB_TUNE_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+
+struct plan;
+struct setup;
+struct inject_ctx;
+struct space;
+struct results;
+struct gpu;
+struct guide;
+struct progress;
+struct oom_table;
+struct trainlog_rules;
+struct trial_spec;
+struct trial_opts;
+struct trial_result;
+
+/** The exit status of bad input or a trial that could not start (main's AB_USAGE). */
+#define TUNE_USAGE 2
+
+/** One group of GPUs a trial runs on (--gpus). */
+struct tune_slot {
+    char devices[128];        /**< CUDA_VISIBLE_DEVICES: UUIDs, or indices */
+    unsigned long long mask;  /**< NVML indices, for sampling */
+};
+
+/**
+ * Runs one trial in place of trial_run (tuner/trial/trial.h), with the
+ * same arguments and the same contract: 0 with *out filled, or -1 with
+ * errno when nothing could be started.  ctx is tune_run.trial_ctx.
+ */
+typedef int tune_trial_fn(void *ctx, const struct trial_spec *spec, const struct trial_opts *opts,
+                          struct trial_result *out);
+
+/** Everything a trial needs from the controller, and what trials change. */
+struct tune_run {
+    /* What the caller prepared and owns; the loop reads them, and writes
+     * res, space, guide and ctx (the trial's paths), and gpu's samples. */
+    const struct plan *plan;
+    struct setup *setup;
+    struct inject_ctx *ctx;
+    struct space *space;
+    struct results *res;
+    struct gpu *gpu;
+    struct guide *guide;
+    struct progress *pg;
+    const struct oom_table *oom;
+    const struct trainlog_rules *log_rules;
+    const char *dir;             /**< this run's scratch directory: trial-N go there */
+    int replay_cpu;              /**< --replay measures VmPeak under --trial-memory-limit */
+    double t0;                   /**< tune_now() at the start, for --budget */
+    /** Set by the caller's signal handler (async-signal-safe: the loop
+     *  only reads it); NULL: never interrupted. */
+    volatile sig_atomic_t *interrupt;
+    /** NULL: the real trial_run.  Honoured by the serial path only (one
+     *  trial at a time: no --gpus, no Slurm); trials side by side always
+     *  run trial_run in their workers. */
+    tune_trial_fn *run_trial;
+    void *trial_ctx;             /**< run_trial's ctx */
+    /* What the trials did: the last trial's id, TUNE_USAGE or 0, and why
+     * the loop stopped. */
+    long id;
+    int status, budget_hit, crashed, timeouts, no_steps;
+    int noted_world, noted_probe, noted_probe_error;
+    const struct tune_slot *slots; /**< NULL: no --gpus */
+    size_t nslots;
+    int slurm;                   /**< trials are Slurm job steps (or array tasks) */
+    int slurm_array;             /**< ... array tasks, submitted from a login node */
+    char self[PATH_MAX];         /**< this binary, for the array tasks' followers */
+    const char *emulate_lib;     /**< --emulate-gpu-memory's preload library, or NULL */
+};
+
+/** Seconds on the monotonic clock. */
+double tune_now(void);
+
+/**
+ * Run the search's trials until it is done, the budget is spent, a trial
+ * crashed or showed bad input, or *r->interrupt is set.  Returns 0 (the
+ * outcome is in r's flags and status), or -1 after saying "out of
+ * memory" (no trial ran).
+ */
+int tune_loop(struct tune_run *r);
+
+#endif

@@ -9,6 +9,7 @@
  * caller must ask for the versioned symbols itself.
  */
 #include "nvml.h"
+#include "util/mono.h"
 #include "util/errbuf.h"
 
 #include <dlfcn.h>
@@ -427,13 +428,6 @@ int nvml_sample(struct nvml *n, const pid_t *pids, size_t npids,
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static void sleep_s(double s)
 {
     if (s <= 0)
@@ -455,7 +449,7 @@ int nvml_wait_baseline(struct nvml *n, const uint64_t *baseline,
     if (!n || !baseline)
         return -1;
     const double poll = 0.1;
-    double deadline = now_s() + (timeout_s > 0 ? timeout_s : 0);
+    double deadline = mono_now() + (timeout_s > 0 ? timeout_s : 0);
     for (;;) {
         if (nvml_sample(n, NULL, 0, used, NULL))
             return -1;
@@ -469,7 +463,7 @@ int nvml_wait_baseline(struct nvml *n, const uint64_t *baseline,
         }
         if (settled)
             return 1;
-        double left = deadline - now_s();
+        double left = deadline - mono_now();
         if (left <= 0)
             return 0;
         sleep_s(left < poll ? left : poll);

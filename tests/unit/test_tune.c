@@ -25,6 +25,7 @@
 #include "cli/progress.h"
 #include "control/setup.h"
 #include "control/tune.h"
+#include "util/mono.h"
 #include "output/results.h"
 #include "search/guide.h"
 #include "search/search.h"
@@ -157,7 +158,7 @@ static void fx_init(struct fx *x, struct fake *f)
     struct tune_run r = {
         .plan = &x->plan, .setup = &x->setup, .ctx = &x->ctx, .space = &x->space,
         .res = &x->res, .gpu = &x->gpu, .guide = &x->guide, .pg = &x->pg, .oom = &x->oom,
-        .log_rules = &x->log_rules, .dir = x->dir, .t0 = tune_now(),
+        .log_rules = &x->log_rules, .dir = x->dir, .t0 = mono_now(),
         .interrupt = &x->interrupted, .run_trial = fake_run, .trial_ctx = f,
     };
     x->run = r;

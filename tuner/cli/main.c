@@ -29,6 +29,7 @@
 #include "control/choose.h"
 #include "control/setup.h"
 #include "control/tune.h"
+#include "util/mono.h"
 #include "control/writeback.h"
 #include "output/events.h"
 #include "preset.h"
@@ -909,7 +910,7 @@ int main(int argc, char **argv)
     struct tune_run run = {
         .plan = &plan, .setup = &setup, .ctx = &ctx, .space = &space, .res = &res, .gpu = &gpu,
         .guide = &guide, .pg = &pg, .oom = &oom, .log_rules = &log_rules, .dir = dir,
-        .replay_cpu = replay_cpu, .t0 = tune_now(), .interrupt = &ab_interrupted,
+        .replay_cpu = replay_cpu, .t0 = mono_now(), .interrupt = &ab_interrupted,
         .status = AB_OK,
         .slots = nslots > 0 ? slots : NULL, .nslots = nslots > 0 ? (size_t)nslots : 0,
         .slurm = slurm, .slurm_array = slurm && !getenv("SLURM_JOB_ID"),
@@ -966,7 +967,7 @@ int main(int argc, char **argv)
         else if (res.best < 0)
             status = AB_NOTHING_FITS; /* fits exist, but none leaves the headroom */
     }
-    res.wall_s = tune_now() - t0;
+    res.wall_s = mono_now() - t0;
     res.exit_status = status;
     res.interrupted = status == AB_INTERRUPTED;
     if (status == AB_OK && !plan.no_cache)

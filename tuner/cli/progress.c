@@ -7,6 +7,7 @@
  * flicker.
  */
 #include "cli/progress.h"
+#include "util/mono.h"
 
 #include "output/events.h"
 #include "cli/outq.h"
@@ -39,13 +40,6 @@
  * there is one stderr, so there is at most one. */
 static struct progress *progress_drawing;
 
-static double progress_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 void progress_init(struct progress *p, int quiet, int show_output, int verbose)
 {
     memset(p, 0, sizeof *p);
@@ -60,7 +54,7 @@ void progress_init(struct progress *p, int quiet, int show_output, int verbose)
     p->at_bol = 1;
     p->rate = -1;
     p->unit = "samples";
-    p->t0 = progress_now();
+    p->t0 = mono_now();
     p->fit = p->fail = -1;
 }
 
@@ -149,7 +143,7 @@ static void progress_draw(struct progress *p, int force)
 {
     if (!p->tty || !p->active || !p->at_bol)
         return;
-    double now = progress_now();
+    double now = mono_now();
     if (!force && now - p->last_draw < PROGRESS_REDRAW_S)
         return;
     char line[3][512], t1[32], t2[32];
@@ -299,7 +293,7 @@ void progress_tick(void)
     struct progress *p = progress_drawing;
     if (!p || !p->active)
         return;
-    double now = progress_now();
+    double now = mono_now();
     if (!p->live || p->dirty || now - p->last_draw >= PROGRESS_CLOCK_S)
         progress_draw(p, 0);
 }
@@ -307,7 +301,7 @@ void progress_tick(void)
 void progress_step(void *ctx, long step, double rate_it_s)
 {
     struct progress *p = ctx;
-    double now = progress_now();
+    double now = mono_now();
     /* Without a rate from the trainer, the steps' own: since the first
      * step this trial showed. */
     if (p->first_step_t <= 0) {

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "control/tune.h"
+#include "util/mono.h"
 #include "cli/cli.h"
 #include "cli/outq.h"
 #include "cli/progress.h"
@@ -50,13 +51,6 @@ extern char **environ;
 static int tune_interrupted(const struct tune_run *r)
 {
     return r->interrupt && *r->interrupt;
-}
-
-double tune_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* The tail of a crashed command's output, so the user sees the real error. */
@@ -264,7 +258,7 @@ static int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, l
     struct setup *setup = r->setup;
     const struct cell *cell = &r->space->cells[ci];
     j->recording = plan->replay && guide_next(r->guide, r->space, ci, &value);
-    double left = plan->budget_s > 0 ? plan->budget_s - (tune_now() - r->t0) : 0;
+    double left = plan->budget_s > 0 ? plan->budget_s - (mono_now() - r->t0) : 0;
     if (plan->budget_s > 0 && left <= 0) {
         r->budget_hit = 1;
         return 1;

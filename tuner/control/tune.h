@@ -16,7 +16,7 @@
  *
  * Life cycle:
  *   1. The caller fills a struct tune_run: the pointers to what it owns
- *      (none is freed here), the scratch directory, t0 = tune_now(),
+ *      (none is freed here), the scratch directory, t0 = mono_now() (util/mono.h),
  *      status 0, and for tests a trial runner (run_trial).
  *   2. tune_loop(&run) runs the trials; it appends them to run.res and
  *      records them in run.space (and run.guide with --replay).
@@ -78,7 +78,7 @@ struct tune_run {
     const struct trainlog_rules *log_rules;
     const char *dir;             /**< this run's scratch directory: trial-N go there */
     int replay_cpu;              /**< --replay measures VmPeak under --trial-memory-limit */
-    double t0;                   /**< tune_now() at the start, for --budget */
+    double t0;                   /**< mono_now() at the start, for --budget */
     /** Set by the caller's signal handler (async-signal-safe: the loop
      *  only reads it); NULL: never interrupted. */
     volatile sig_atomic_t *interrupt;
@@ -99,9 +99,6 @@ struct tune_run {
     char self[PATH_MAX];         /**< this binary, for the array tasks' followers */
     const char *emulate_lib;     /**< --emulate-gpu-memory's preload library, or NULL */
 };
-
-/** Seconds on the monotonic clock. */
-double tune_now(void);
 
 /**
  * Run the search's trials until it is done, the budget is spent, a trial

@@ -3,6 +3,7 @@
  * events: the --events stream (see events.h).
  */
 #include "output/events.h"
+#include "util/mono.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,16 +16,9 @@
 static FILE *events_f;
 static double events_t0;
 
-static double events_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int events_open(const char *path, char *err, size_t errlen)
 {
-    events_t0 = events_now();
+    events_t0 = mono_now();
     if (!strcmp(path, "-")) {
         events_f = stdout;
         return 0;
@@ -49,7 +43,7 @@ void events_emit(const char *name, json_t *obj)
         json_decref(obj);
         return;
     }
-    json_t *line = json_pack("{s:s, s:f}", "event", name, "t", events_now() - events_t0);
+    json_t *line = json_pack("{s:s, s:f}", "event", name, "t", mono_now() - events_t0);
     if (line)
         json_object_update(line, obj);
     char *text = line ? json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;

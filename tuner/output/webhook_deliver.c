@@ -18,6 +18,7 @@
  * variable.
  */
 #include "output/webhook.h"
+#include "util/mono.h"
 #include "output/webhook_int.h"
 #include "util/errbuf.h"
 
@@ -352,22 +353,15 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
     return a->cancel && *a->cancel;
 }
 
-static double now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Sleep s seconds in slices, so a cancel flag set by a signal handler
  * is seen within 0.1 s.  Returns -1 when cancelled. */
 static int nap(double s, const volatile sig_atomic_t *cancel)
 {
-    double end = now_mono() + s;
+    double end = mono_now() + s;
     for (;;) {
         if (cancel && *cancel)
             return -1;
-        double left = end - now_mono();
+        double left = end - mono_now();
         if (left <= 0)
             return 0;
         if (left > 0.1)
@@ -587,7 +581,7 @@ int webhook_send(const struct webhook_opts *o, const char *body, size_t len,
         unsigned bits = 0;
         char rerr[128];
         if (webhook_random(&bits, sizeof bits, rerr, sizeof rerr))
-            bits = (unsigned)(now_mono() * 1e9);
+            bits = (unsigned)(mono_now() * 1e9);
         double wait = webhook_backoff(r->attempts, o->base_delay_s, o->max_delay_s,
                                       retry_after(h), bits);
         if (nap(wait, o->cancel) < 0) {

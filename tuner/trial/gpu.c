@@ -4,6 +4,7 @@
  * (see gpu.h), on top of probes/nvml.
  */
 #include "trial/gpu.h"
+#include "util/mono.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -18,13 +19,6 @@
 #define GPU_SETTLE_TOLERANCE (256ULL << 20)
 #define GPU_SETTLE_S 10.0
 #define GPU_TICK_S 0.1
-
-static double gpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 void gpu_open(struct gpu *g, const char *libpath)
 {
@@ -65,7 +59,7 @@ void gpu_trial_start(struct gpu *g)
 void gpu_tick(void *ctx)
 {
     struct gpu *g = ctx;
-    double now = gpu_now();
+    double now = mono_now();
     if (!g->nv || now - g->last < GPU_TICK_S)
         return;
     g->last = now;

@@ -5,6 +5,7 @@
  * (see slurm.h).
  */
 #include "trial/slurm.h"
+#include "util/mono.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,13 +24,6 @@
 #define SLURM_HEARTBEAT_S 30
 /* How long the follower waits for Slurm to confirm a cancel. */
 #define SLURM_CANCEL_WAIT_S 15.0
-
-static double slurm_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* Run argv, its stdout into out (NUL-terminated, may be cut), stderr to
  * /dev/null.  Returns the exit status, or -1. */
@@ -299,7 +293,7 @@ int slurm_cancel_wait(const char *job, double max_s)
 {
     char *cancel[] = { "scancel", (char *)job, NULL };
     slurm_run(cancel, NULL, 0);
-    double t0 = slurm_now();
+    double t0 = mono_now();
     for (;;) {
         char text[8192], state[64];
         if (slurm_show(job, text, sizeof text))
@@ -307,7 +301,7 @@ int slurm_cancel_wait(const char *job, double max_s)
         slurm_field(text, "JobState", state, sizeof state);
         if (!slurm_active(state))
             return 0;
-        if (slurm_now() - t0 >= max_s)
+        if (mono_now() - t0 >= max_s)
             return -1;
         usleep(100000);
     }
@@ -376,7 +370,7 @@ int slurm_follow(int argc, char **argv)
     double cancel_at = 0, last_look = 0;
     char said[128] = "";
     for (;;) {
-        double now = slurm_now();
+        double now = mono_now();
         utimensat(AT_FDCWD, beat, NULL, 0);
         slurm_copy(&fd, out);
         if (slurm_stop && !cancel_at) {

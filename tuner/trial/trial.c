@@ -6,6 +6,7 @@
  * reported, and the teardown that follows never changes it.
  */
 #include "trial/trial.h"
+#include "util/mono.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -82,13 +83,6 @@ const char *trial_steps_from_name(enum trial_steps_from f)
     case STEPS_FROM_NONE: break;
     }
     return NULL;
-}
-
-static double trial_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* ---------------------------------------------------------------- steps */
@@ -427,7 +421,7 @@ static void trial_note_step(struct trial_state *st, long before, double rate)
         if (st->o->hooks.step)
             st->o->hooks.step(st->o->hooks.ctx, now_step, rate);
         if (st->target > 0 && now_step >= st->target && !trial_extend(st))
-            trial_stop(st, TRIAL_FIT, trial_now());
+            trial_stop(st, TRIAL_FIT, mono_now());
     }
 }
 
@@ -450,7 +444,7 @@ static void trial_on_line(void *ctx, const char *line, size_t len, int flags)
         r->oom_name = m.name;
         oom_parse_numbers(line, len, &r->oom_numbers);
         st->oom_line = 1;
-        trial_stop(st, TRIAL_OOM, trial_now());
+        trial_stop(st, TRIAL_OOM, mono_now());
         return;
     }
 
@@ -481,7 +475,7 @@ static void trial_on_report(void *ctx, const char *line, size_t len, int flags)
     if (ev.time_s >= 0)
         series_add(&st->report_steps, ev.time_s, ev.step);
     else
-        series_add(&st->report_steps, trial_now(), ev.step);
+        series_add(&st->report_steps, mono_now(), ev.step);
     if (ev.peak_mem_bytes > st->r->peak_mem_bytes)
         st->r->peak_mem_bytes = ev.peak_mem_bytes;
     trial_note_step(st, before, -1);
@@ -554,7 +548,7 @@ static void trial_on_probe(void *ctx, const char *line, size_t len, int truncate
     if (!st->decided && o->expect_batch > 0 && ev.batch_size > 0 && ev.batch_size != o->expect_batch) {
         snprintf(r->evidence, sizeof r->evidence, "the trainer's DataLoader has batch_size=%ld, "
                  "not the candidate's %ld", ev.batch_size, o->expect_batch);
-        trial_stop(st, TRIAL_MISMATCH, trial_now());
+        trial_stop(st, TRIAL_MISMATCH, mono_now());
         return;
     }
     trial_note_step(st, before, -1);
@@ -624,7 +618,7 @@ static void trial_poll_tail(struct trial_state *st, struct tail *tl,
         if (n <= 0)
             return;
         tl->off += n;
-        st->last_activity = trial_now();
+        st->last_activity = mono_now();
         lbuf_feed(&tl->lb, buf, (size_t)n, on_line, st);
     }
 }
@@ -650,7 +644,7 @@ static void trial_read(struct trial_state *st, int i)
         st->fd[i] = -1;
         return;
     }
-    st->last_activity = trial_now();
+    st->last_activity = mono_now();
     if (st->o->hooks.output)
         st->o->hooks.output(st->o->hooks.ctx, i + 1, buf, (size_t)n);
     lbuf_feed(&st->lb[i], buf, (size_t)n, trial_on_line, st);
@@ -827,7 +821,7 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     sigaddset(&block, SIGHUP);
     sigprocmask(SIG_BLOCK, &block, &old);
     pid_t parent = getpid();
-    double t0 = trial_now();
+    double t0 = mono_now();
     int ns = 0;
     pid_t pid = -1;
     if (o->isolation != TRIAL_ISOLATE_NEVER) {
@@ -903,7 +897,7 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     }
 
     for (;;) {
-        double now = trial_now();
+        double now = mono_now();
         int watched = 0, status = 0, was_reaped = st.reaped;
         long left = proctree_reap(pid, &status, &watched);
         if (st.ns && !st.reaped && st.status_fd >= 0) {
@@ -979,7 +973,7 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
                 trial_read(&st, which[k]);
     }
 
-    double end = trial_now();
+    double end = mono_now();
     r->wall_s = end - t0;
     if (st.stopping)
         r->teardown_s = end - st.stop_at;

@@ -5,6 +5,7 @@
  * of devices and FIFOs; and the writers' lock (see afile.h).
  */
 #include "util/afile.h"
+#include "util/mono.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -273,16 +274,9 @@ long afile_tmp_pid(const char *name)
 
 /* ------------------------------------------------------------- the lock */
 
-static double afile_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int afile_lock(const char *path, char *err, size_t errlen)
 {
-    double deadline = afile_now() + AFILE_LOCK_WAIT_S;
+    double deadline = mono_now() + AFILE_LOCK_WAIT_S;
     long pause_us = 1000;
     for (;;) {
         /* Read-only is enough for flock; O_NONBLOCK so that a FIFO put
@@ -304,7 +298,7 @@ int afile_lock(const char *path, char *err, size_t errlen)
                 close(fd);
                 return -1;
             }
-            if (afile_now() > deadline) {
+            if (mono_now() > deadline) {
                 snprintf(err, errlen, "'%s' stayed locked by another writer for %ds; try again "
                                       "once it is done", path, AFILE_LOCK_WAIT_S);
                 close(fd);

@@ -8,7 +8,8 @@
  * command is faked.  The fake reads the candidate from the trial's
  * environment (AUTOBATCH_MICRO_BATCH) and answers as a trainer with a
  * fixed memory line would: fits up to a size, an OOM line that the
- * built-in table classifies above it.
+ * built-in table classifies above it, or crashes at a size.  The loop's
+ * view is a recorder: what it was told, in order.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,7 +23,6 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/progress.h"
 #include "control/setup.h"
 #include "control/tune.h"
 #include "util/mono.h"
@@ -43,6 +43,7 @@
  * 47.5 GiB, so micro_batch <= fit_max fits (fit_max 37 by default). */
 struct fake {
     long fit_max;
+    long crash_at;  /* a size whose trial crashes (exit 1, no OOM); 0 none */
     long calls;
     long sizes[64];
 };
@@ -73,6 +74,14 @@ static int fake_run(void *ctx, const struct trial_spec *spec, const struct trial
     out->peak_vm_bytes = out->probe_world = out->loader_batch = -1;
     out->loader_batches_per_step = -1;
     out->wall_s = 1.0;
+    if (mb == f->crash_at) {
+        out->outcome = TRIAL_CRASH;
+        out->exit_code = 1;
+        out->tail_count = 2;
+        snprintf(out->tail[0], sizeof out->tail[0], "Traceback (most recent call last):");
+        snprintf(out->tail[1], sizeof out->tail[1], "KeyError: 'text'");
+        return 0;
+    }
     if (mb <= f->fit_max) {
         out->outcome = TRIAL_FIT;
         out->exit_code = 0;
@@ -100,6 +109,52 @@ static int fake_run(void *ctx, const struct trial_spec *spec, const struct trial
     return 0;
 }
 
+/* The view: what the loop said, in order, as one letter an event (s
+ * start, e end, b bracket, n note, x error, t tail line), and the lines. */
+struct rec {
+    char events[256];
+    size_t n;
+    char lines[16][256];
+    size_t nlines;
+    long last_fit, last_fail;
+};
+
+static void rec_event(struct rec *r, char c)
+{
+    if (r->n + 1 < sizeof r->events)
+        r->events[r->n++] = c;
+}
+
+static void rec_line(void *ctx, enum tune_line kind, const char *text)
+{
+    struct rec *r = ctx;
+    rec_event(r, kind == TUNE_NOTE ? 'n' : kind == TUNE_ERROR ? 'x' : 't');
+    if (r->nlines < 16)
+        snprintf(r->lines[r->nlines++], sizeof r->lines[0], "%s", text);
+}
+
+static void rec_bracket(void *ctx, long max_fit, long min_fail)
+{
+    struct rec *r = ctx;
+    rec_event(r, 'b');
+    r->last_fit = max_fit;
+    r->last_fail = min_fail;
+}
+
+static void rec_start(void *ctx, long id, long micro, long accum, int ckpt, long target_steps,
+                      char *const *argv)
+{
+    (void)id, (void)micro, (void)accum, (void)ckpt, (void)target_steps;
+    assert_non_null(argv); /* every trial here runs in this process */
+    rec_event(ctx, 's');
+}
+
+static void rec_end(void *ctx, const struct trial_result *tr, double samples_per_s)
+{
+    assert_true(tr->outcome == TRIAL_FIT ? samples_per_s > 0 : samples_per_s < 0);
+    rec_event(ctx, 'e');
+}
+
 /* Everything main() prepares before the loop, for one command line. */
 struct fx {
     struct plan plan;
@@ -112,7 +167,7 @@ struct fx {
     struct results res;
     struct gpu gpu;
     struct guide guide;
-    struct progress pg;
+    struct rec rec;
     char dir[64];
     volatile sig_atomic_t interrupted;
     struct tune_run run;
@@ -126,11 +181,9 @@ static void fx_init(struct fx *x, struct fake *f)
     char err[8192];
     memset(x, 0, sizeof *x);
     assert_int_equal(cli_parse(7, argv, &x->plan), CLI_RUN);
-    progress_init(&x->pg, x->plan.quiet, x->plan.show_output, x->plan.verbose);
     struct setup s0 = SETUP_INIT;
     x->setup = s0;
     assert_int_equal(setup_load(&x->setup, &x->plan, err, sizeof err), 0);
-    x->pg.unit = x->setup.unit;
     struct oom_table t0 = OOM_TABLE_INIT;
     x->oom = t0;
     assert_int_equal(oom_table_load_default(&x->oom, err, sizeof err), 0);
@@ -157,9 +210,11 @@ static void fx_init(struct fx *x, struct fake *f)
     x->space.cells[0].search.open_mid = 1; /* no GPU: as main() does */
     struct tune_run r = {
         .plan = &x->plan, .setup = &x->setup, .ctx = &x->ctx, .space = &x->space,
-        .res = &x->res, .gpu = &x->gpu, .guide = &x->guide, .pg = &x->pg, .oom = &x->oom,
+        .res = &x->res, .gpu = &x->gpu, .guide = &x->guide, .oom = &x->oom,
         .log_rules = &x->log_rules, .dir = x->dir, .t0 = mono_now(),
         .interrupt = &x->interrupted, .run_trial = fake_run, .trial_ctx = f,
+        .view = { .ctx = &x->rec, .line = rec_line, .bracket = rec_bracket,
+                  .trial_start = rec_start, .trial_end = rec_end },
     };
     x->run = r;
 }
@@ -227,6 +282,36 @@ static void test_boundary_found(void **state)
         }
     }
     assert_true(fits >= 1);
+    /* The view saw each trial as bracket, start, end, and nothing else:
+     * no note, no error. */
+    assert_int_equal(x->rec.n, 3 * x->res.ntrials);
+    for (size_t i = 0; i < x->res.ntrials; i++)
+        assert_memory_equal(x->rec.events + 3 * i, "bse", 3);
+    /* The last bracket is the one before the last trial, inside [1, 128]. */
+    assert_true(x->rec.last_fit <= 37 && (x->rec.last_fail < 0 || x->rec.last_fail >= 38));
+    fx_free(x);
+}
+
+/* A trial that crashes stops the loop, and the view is told why: a note,
+ * the command's last lines, and what to do. */
+static void test_crash_told(void **state)
+{
+    (void)state;
+    struct fake f = { .fit_max = 37, .crash_at = -1 };
+    struct fx *x = fx_loop(&f, 0);
+    long first = f.sizes[0]; /* where the search opens; crash there on a second run */
+    fx_free(x);
+    struct fake g = { .fit_max = 37, .crash_at = first };
+    x = fx_loop(&g, 0);
+    assert_int_equal(g.calls, 1);
+    assert_true(x->run.crashed);
+    assert_int_equal(x->res.ntrials, 1);
+    assert_int_equal(x->res.trials[0].outcome, TRIAL_CRASH);
+    assert_string_equal(x->rec.events, "bsentt" "n");
+    assert_non_null(strstr(x->rec.lines[0], "failed for a reason other than memory (exit code 1)"));
+    assert_string_equal(x->rec.lines[1], "Traceback (most recent call last):");
+    assert_string_equal(x->rec.lines[2], "KeyError: 'text'");
+    assert_non_null(strstr(x->rec.lines[3], "fix the command"));
     fx_free(x);
 }
 
@@ -262,6 +347,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_boundary_found),
         cmocka_unit_test(test_nothing_fits),
+        cmocka_unit_test(test_crash_told),
         cmocka_unit_test(test_interrupted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

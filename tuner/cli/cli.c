@@ -5,6 +5,7 @@
  * the user; the engine never sees argv.
  */
 #include "cli/cli.h"
+#include "util/which.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -419,22 +420,6 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     return CLI_RUN;
 }
 
-int cli_in_path(const char *name)
-{
-    const char *path = getenv("PATH");
-    struct stat st;
-    int found = 0;
-    char *copy = path ? strdup(path) : NULL, *save = NULL;
-    for (char *dir = copy ? strtok_r(copy, ":", &save) : NULL; dir && !found;
-         dir = strtok_r(NULL, ":", &save)) {
-        char full[4096];
-        snprintf(full, sizeof full, "%s/%s", *dir ? dir : ".", name);
-        found = !stat(full, &st) && !S_ISDIR(st.st_mode) && !access(full, X_OK);
-    }
-    free(copy);
-    return found;
-}
-
 /* Is the command runnable: a path to an executable file, or a name found
  * in PATH?  Checked up front so that a typo fails in the first second. */
 static enum cli_status cli_check_command(const char *cmd)
@@ -448,7 +433,7 @@ static enum cli_status cli_check_command(const char *cmd)
                            "through its interpreter (e.g. -- python3 %s)", cmd, cmd);
         return CLI_RUN;
     }
-    if (cli_in_path(cmd))
+    if (which_found(cmd))
         return CLI_RUN;
     return cli_bad("command '%s' not found in PATH; check the spelling or give its path", cmd);
 }

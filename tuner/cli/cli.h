@@ -72,9 +72,6 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p);
  *  the one-line error (named "--batch"). */
 int cli_batch_range(const char *arg, long *min, long *max, long *step);
 
-/** 1 when name is an executable file in one of PATH's directories. */
-int cli_in_path(const char *name);
-
 /** Print the one-line error format: "autobatch: error: ..." to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -11,6 +11,8 @@
 
 #include "output/events.h"
 #include "cli/outq.h"
+#include "cli/cli.h"
+#include "control/tune.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -372,4 +374,55 @@ void progress_trial_end(struct progress *p, const struct trial_result *r, double
         p->best_ckpt = p->checkpointing;
     }
     p->fit = p->fail = -1;
+}
+
+/* ---- the tuning loop's view (control/tune.h) */
+
+static void progress_view_line(void *ctx, enum tune_line kind, const char *text)
+{
+    struct progress *p = ctx;
+    switch (kind) {
+    case TUNE_NOTE:
+        progress_note(p, "%s", text);
+        break;
+    case TUNE_ERROR:
+        progress_clear(p);
+        cli_error("%s", text);
+        break;
+    case TUNE_TAIL:
+        fprintf(stderr, "  | %s\n", text);
+        break;
+    }
+}
+
+static void progress_view_bracket(void *ctx, long max_fit, long min_fail)
+{
+    progress_bracket(ctx, max_fit, min_fail);
+}
+
+static void progress_view_start(void *ctx, long id, long micro, long accum, int ckpt,
+                                long target_steps, char *const *argv)
+{
+    progress_trial_start(ctx, id, micro, accum, ckpt, target_steps, argv);
+}
+
+static void progress_view_tick(void *ctx)
+{
+    (void)ctx;
+    outq_pump();
+    progress_tick();
+}
+
+static void progress_view_end(void *ctx, const struct trial_result *r, double samples_per_s)
+{
+    progress_trial_end(ctx, r, samples_per_s);
+}
+
+struct tune_view progress_view(struct progress *p)
+{
+    return (struct tune_view){
+        .ctx = p, .line = progress_view_line, .bracket = progress_view_bracket,
+        .trial_start = progress_view_start, .output = progress_output, .step = progress_step,
+        .tick = progress_view_tick, .trial_end = progress_view_end,
+    };
 }

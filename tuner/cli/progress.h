@@ -21,7 +21,8 @@
  * release); per trial progress_bracket() (optional), progress_trial_start(),
  * the trial hooks progress_output() and progress_step() while it runs,
  * progress_tick() from the trial loop's tick, progress_trial_end();
- * progress_note() for any line of autobatch's own at any time.
+ * progress_note() for any line of autobatch's own at any time.  The tuning
+ * loop (control/tune.h) reaches all of these through progress_view().
  */
 #ifndef AB_PROGRESS_H
 #define AB_PROGRESS_H
@@ -75,6 +76,12 @@ void progress_tick(void);
 void progress_trial_end(struct progress *p, const struct trial_result *r, double samples_per_s);
 /** A message line of autobatch's own ("autobatch: ..."), on stderr. */
 void progress_note(struct progress *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+struct tune_view;
+/** The tuning loop's view drawn by p: notes through progress_note, errors
+ *  as cli_error words them, the trials' start, output, steps and end,
+ *  and a tick that also moves queued output along (outq_pump). */
+struct tune_view progress_view(struct progress *p);
 
 /**
  * Cut s for a one-line message: at most max bytes, at a word boundary

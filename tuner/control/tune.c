@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,9 +25,6 @@
 
 #include "control/tune.h"
 #include "util/mono.h"
-#include "cli/cli.h"
-#include "cli/outq.h"
-#include "cli/progress.h"
 #include "control/choose.h"
 #include "control/setup.h"
 #include "output/events.h"
@@ -53,16 +51,33 @@ static int tune_interrupted(const struct tune_run *r)
     return r->interrupt && *r->interrupt;
 }
 
-/* The tail of a crashed command's output, so the user sees the real error. */
-static void tune_show_crash(struct progress *pg, const struct trial_result *r)
+/* Hand one line to the view. */
+static void tune_say(const struct tune_run *r, enum tune_line kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void tune_say(const struct tune_run *r, enum tune_line kind, const char *fmt, ...)
 {
-    progress_note(pg, "the command failed for a reason other than memory (%s%d); "
-                      "its last lines:",
-                  r->signal ? "signal " : "exit code ", r->signal ? r->signal : r->exit_code);
-    for (int i = 0; i < r->tail_count; i++)
-        fprintf(stderr, "  | %s\n", r->tail[i]);
-    fputs("autobatch: fix the command so that it runs at the smallest batch, then try again\n",
-          stderr);
+    if (!r->view.line)
+        return;
+    char *text = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&text, fmt, ap);
+    va_end(ap);
+    r->view.line(r->view.ctx, kind, n < 0 ? "out of memory" : text);
+    if (n >= 0)
+        free(text);
+}
+
+/* The tail of a crashed command's output, so the user sees the real error. */
+static void tune_show_crash(const struct tune_run *r, const struct trial_result *tr)
+{
+    tune_say(r, TUNE_NOTE, "the command failed for a reason other than memory (%s%d); "
+                           "its last lines:",
+             tr->signal ? "signal " : "exit code ", tr->signal ? tr->signal : tr->exit_code);
+    for (int i = 0; i < tr->tail_count; i++)
+        tune_say(r, TUNE_TAIL, "%s", tr->tail[i]);
+    tune_say(r, TUNE_NOTE, "fix the command so that it runs at the smallest batch, then try "
+                           "again");
 }
 
 /* Steps a recording trial runs: the probe records after the second
@@ -119,50 +134,58 @@ static int tune_looks_python(char *const *cmd)
 }
 
 /* A trial exited 0 without a training step: say what was seen and what to do. */
-static void tune_explain_no_steps(const struct trial_result *r, long value, const struct preset *p,
-                                int probe_on)
+static void tune_explain_no_steps(const struct tune_run *r, const struct trial_result *tr,
+                                  long value)
 {
-    fprintf(stderr, "autobatch: micro_batch=%ld: the command exited 0 after %.1fs without a "
-                    "training step that autobatch could see, so it says nothing about memory\n",
-            value, r->wall_s);
-    if (r->probe_processes > 0)
-        fprintf(stderr, "autobatch: the in-process probe saw torch %s load in %d process(es) "
-                        "but no optimizer step: the trainer stopped before training, or resumed "
-                        "from a finished checkpoint and had nothing left to do%s\n",
-                r->probe_torch, r->probe_processes,
-                p->knobs[KNOB_OUTPUT_DIR].via == VIA_NONE
-                    ? " (preset has no output_dir knob, so the trainer used its own output "
-                      "directory; add one with --knob output_dir=WHERE)"
-                    : "; check its resume settings");
+    const struct preset *p = &r->setup->preset;
+    tune_say(r, TUNE_NOTE, "micro_batch=%ld: the command exited 0 after %.1fs without a "
+                           "training step that autobatch could see, so it says nothing about "
+                           "memory", value, tr->wall_s);
+    if (tr->probe_processes > 0)
+        tune_say(r, TUNE_NOTE, "the in-process probe saw torch %s load in %d process(es) but "
+                               "no optimizer step: the trainer stopped before training, or "
+                               "resumed from a finished checkpoint and had nothing left to do%s",
+                 tr->probe_torch, tr->probe_processes,
+                 p->knobs[KNOB_OUTPUT_DIR].via == VIA_NONE
+                     ? " (preset has no output_dir knob, so the trainer used its own output "
+                       "directory; add one with --knob output_dir=WHERE)"
+                     : "; check its resume settings");
     else
-        fprintf(stderr, "autobatch: no optimizer step from the in-process probe (%s), no "
-                        "$AUTOBATCH_REPORT line, and no training progress in the output%s%s\n",
-                probe_on ? "not a PyTorch program, or the probe could not load" : "--no-probe",
-                r->log_seen[0] ? ": " : "", r->log_seen);
-    fputs("autobatch: make sure the command trains for at least a few steps; a trainer that "
-          "prints no progress can append {\"step\": N} lines to $AUTOBATCH_REPORT, or a preset "
-          "can name its progress line (progress.line)\n", stderr);
+        tune_say(r, TUNE_NOTE, "no optimizer step from the in-process probe (%s), no "
+                               "$AUTOBATCH_REPORT line, and no training progress in the "
+                               "output%s%s",
+                 !r->plan->no_probe ? "not a PyTorch program, or the probe could not load"
+                                    : "--no-probe",
+                 tr->log_seen[0] ? ": " : "", tr->log_seen);
+    tune_say(r, TUNE_NOTE, "make sure the command trains for at least a few steps; a trainer "
+                           "that prints no progress can append {\"step\": N} lines to "
+                           "$AUTOBATCH_REPORT, or a preset can name its progress line "
+                           "(progress.line)");
 }
 
 /* The probe saw the trainer's DataLoader use another batch size. */
-static void tune_explain_mismatch(const struct trial_result *r, long value, const struct preset *p)
+static void tune_explain_mismatch(const struct tune_run *r, const struct trial_result *tr,
+                                  long value)
 {
+    const struct preset *p = &r->setup->preset;
     const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
     static const char *const via[] = { "nothing", "flag", "Hydra override", "config key",
                                        "accelerate config key", "environment variable" };
-    cli_error("the trainer's DataLoader uses batch_size=%ld where autobatch passed micro_batch=%ld "
-              "(preset '%s', %s '%s'): that knob does not reach the trainer; say where it reads "
-              "its batch size with --knob micro_batch=WHERE or pick another --preset",
-              r->loader_batch, value, p->name, via[k->via], k->where ? k->where : "");
+    tune_say(r, TUNE_ERROR, "the trainer's DataLoader uses batch_size=%ld where autobatch passed "
+                            "micro_batch=%ld (preset '%s', %s '%s'): that knob does not reach "
+                            "the trainer; say where it reads its batch size with --knob "
+                            "micro_batch=WHERE or pick another --preset",
+             tr->loader_batch, value, p->name, via[k->via], k->where ? k->where : "");
 }
 
-/* Each tick of a trial: sample the GPU, move queued output along, keep
- * the live status's clock moving. */
+/* Each tick of a trial here: sample the GPU, then the view's tick (the
+ * command line moves its queued output along and its clock). */
 static void tune_tick(void *ctx)
 {
-    gpu_tick(ctx);
-    outq_pump();
-    progress_tick();
+    const struct tune_run *r = ctx;
+    gpu_tick(r->gpu);
+    if (r->view.tick)
+        r->view.tick(r->view.ctx);
 }
 
 /* ---- one trial, and trials side by side (--gpus) */
@@ -284,7 +307,7 @@ static int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, l
         (setup->preset.config_fixed && mkdir(j->wd, 0700)) ||
         (j->recording && mkdir(j->recdir, 0700)) || tune_make_channel(j->report) ||
         (!plan->no_probe && tune_make_channel(j->probe))) {
-        cli_error("cannot prepare trial %ld in '%s': %s", j->id, j->tdir, strerror(errno));
+        tune_say(r, TUNE_ERROR, "cannot prepare trial %ld in '%s': %s", j->id, j->tdir, strerror(errno));
         leftovers_remove_tree(j->tdir);
         r->status = TUNE_USAGE;
         return -1;
@@ -300,14 +323,14 @@ static int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, l
     struct inject_trial t0 = INJECT_TRIAL_INIT;
     j->t = t0;
     if (inject_build(ctx, plan->command, environ, &cand, &j->t, err, sizeof err)) {
-        cli_error("%s", err);
+        tune_say(r, TUNE_ERROR, "%s", err);
         leftovers_remove_tree(j->tdir);
         r->status = TUNE_USAGE;
         return -1;
     }
     if ((plan->replay && tune_replay_env(&j->t.env, r->replay_cpu, j->recording ? j->recdir : NULL)) ||
         tune_job_env(r, j)) {
-        cli_error("out of memory");
+        tune_say(r, TUNE_ERROR, "out of memory");
         inject_trial_release(&j->t);
         leftovers_remove_tree(j->tdir);
         r->status = TUNE_USAGE;
@@ -327,7 +350,7 @@ static int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, l
         .report_path = j->report, .probe_path = ctx->probe_path,
         .expect_batch = !strcmp(setup->unit, "samples") ? value : 0,
         .log_rules = r->log_rules, .interrupt = r->interrupt,
-        .hooks = { r->pg, progress_output, progress_step, r->gpu, tune_tick },
+        .hooks = { r->view.ctx, r->view.output, r->view.step, r, tune_tick },
     };
     /* A recording trial runs until the probe has written its trace: two
      * steps before the recording, three recorded, one more. */
@@ -349,7 +372,6 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     const struct plan *plan = r->plan;
     struct setup *setup = r->setup;
     struct space *space = r->space;
-    struct progress *pg = r->pg;
     struct trial_result *tr = &j->tr;
     const struct cell *cell = &space->cells[j->ci];
     long value = j->value;
@@ -359,12 +381,12 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     if (!j->recording)
         leftovers_remove_tree(j->tdir);
     if (j->run_rc) {
-        cli_error("cannot start a trial: %s", strerror(j->run_errno));
+        tune_say(r, TUNE_ERROR, "cannot start a trial: %s", strerror(j->run_errno));
         r->status = TUNE_USAGE;
         return 1;
     }
     if (tr->outcome == TRIAL_SPAWN_FAILED) {
-        cli_error("cannot run '%s': %s; check the command", plan->command[0],
+        tune_say(r, TUNE_ERROR, "cannot run '%s': %s; check the command", plan->command[0],
                   strerror(tr->spawn_errno));
         r->status = TUNE_USAGE;
         return 1;
@@ -379,7 +401,7 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     double samples = (double)value * (double)(per_micro ? 1 : cell->grad_accum) * (double)world;
     if (tr->probe_world > 0 && tr->probe_world != plan->world_size && !r->noted_world) {
         r->noted_world = 1;
-        progress_note(pg, "the trainer runs with world size %ld, not --world-size %ld: "
+        tune_say(r, TUNE_NOTE, "the trainer runs with world size %ld, not --world-size %ld: "
                           "samples/s counts %ld ranks; pass --world-size %ld so that "
                           "--global-batch is kept right", tr->probe_world, plan->world_size,
                       tr->probe_world, tr->probe_world);
@@ -387,21 +409,22 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     if (!plan->no_probe && !tr->probe_processes && !r->noted_probe &&
         tune_looks_python(plan->command)) {
         r->noted_probe = 1;
-        progress_note(pg, "the in-process probe did not load in this Python trial (no "
+        tune_say(r, TUNE_NOTE, "the in-process probe did not load in this Python trial (no "
                           "torch, PYTHONPATH reset, or python -S/-I); steps come from %s",
                       tr->steps_from == STEPS_FROM_REPORT ? "$AUTOBATCH_REPORT" : "the output");
     }
     if (tr->tail_note[0])
-        progress_note(pg, "warning: %s", tr->tail_note);
+        tune_say(r, TUNE_NOTE, "warning: %s", tr->tail_note);
     if (tr->probe_error[0] && !r->noted_probe_error) {
         r->noted_probe_error = 1;
-        progress_note(pg, "the in-process probe could not see everything: %s", tr->probe_error);
+        tune_say(r, TUNE_NOTE, "the in-process probe could not see everything: %s", tr->probe_error);
     }
     double sps = tr->step_time_s > 0 && !shared ? samples / tr->step_time_s : -1;
-    if (j->in_worker) /* its start was not shown: say it with its end */
-        progress_trial_start(pg, j->id, value, cell->grad_accum, cell->checkpointing,
-                             j->to.target_steps, NULL);
-    progress_trial_end(pg, tr, tr->outcome == TRIAL_FIT ? sps : -1);
+    if (j->in_worker && r->view.trial_start) /* its start was not shown: say it with its end */
+        r->view.trial_start(r->view.ctx, j->id, value, cell->grad_accum, cell->checkpointing,
+                            j->to.target_steps, NULL);
+    if (r->view.trial_end)
+        r->view.trial_end(r->view.ctx, tr, tr->outcome == TRIAL_FIT ? sps : -1);
     if (tr->outcome == TRIAL_TIMEOUT && j->budget_caps) {
         r->budget_hit = 1;
         tr->outcome = TRIAL_INTERRUPTED;
@@ -435,23 +458,23 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     if (events_on())
         events_emit("trial_end", results_trial_json(&rt));
     if (tr->teardown_incomplete)
-        progress_note(pg, "warning: a process outside the trial's tree kept its output "
+        tune_say(r, TUNE_NOTE, "warning: a process outside the trial's tree kept its output "
                           "open; gave up waiting for it");
 
     if (r->budget_hit || tr->outcome == TRIAL_INTERRUPTED)
         return 1;
     if (tr->outcome == TRIAL_CRASH) {
-        tune_show_crash(pg, tr);
+        tune_show_crash(r, tr);
         r->crashed = 1;
         return 1;
     }
     if (tr->outcome == TRIAL_NO_STEPS) {
-        tune_explain_no_steps(tr, value, &setup->preset, !plan->no_probe);
+        tune_explain_no_steps(r, tr, value);
         r->no_steps = 1;
         return 1;
     }
     if (tr->outcome == TRIAL_MISMATCH) {
-        tune_explain_mismatch(tr, value, &setup->preset);
+        tune_explain_mismatch(r, tr, value);
         r->status = TUNE_USAGE;
         return 1;
     }
@@ -459,7 +482,7 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         /* No memory evidence, but the size does not work as it is: treat
          * it as an upper bound and say so. */
         r->timeouts++;
-        progress_note(pg, "micro_batch=%ld %s; counted as not fitting (raise --%s if it "
+        tune_say(r, TUNE_NOTE, "micro_batch=%ld %s; counted as not fitting (raise --%s if it "
                           "was only slow)", value,
                       tr->outcome == TRIAL_TIMEOUT ? "ran past --trial-timeout"
                                                    : "printed nothing for --hang-timeout",
@@ -496,7 +519,7 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         guide_record(r->guide, space, j->ci, value, j->recording, obs.fit,
                      r->replay_cpu ? tr->peak_vm_bytes : peak, j->recdir, note, sizeof note);
         if (note[0])
-            progress_note(pg, "%s", note);
+            tune_say(r, TUNE_NOTE, "%s", note);
     }
     if (j->recording)
         leftovers_remove_tree(j->tdir);
@@ -516,7 +539,7 @@ static int tune_slurm_submit(struct tune_run *r, struct tune_job *jobs, size_t n
     snprintf(name, sizeof name, "autobatch-%ld", (long)getpid());
     snprintf(gres, sizeof gres, "gpu:%ld", r->plan->gpus_per_trial);
     if (mkdir(rounddir, 0700)) {
-        cli_error("cannot make '%s': %s", rounddir, strerror(errno));
+        tune_say(r, TUNE_ERROR, "cannot make '%s': %s", rounddir, strerror(errno));
         return -1;
     }
     for (size_t i = 0; i < n; i++)
@@ -525,7 +548,7 @@ static int tune_slurm_submit(struct tune_run *r, struct tune_job *jobs, size_t n
     long minutes = r->plan->trial_timeout_s > 0 ? (long)(r->plan->trial_timeout_s / 60) + 2 : 0;
     if (slurm_array_submit(tasks, n, rounddir, name, r->plan->gpus[0] ? gres : NULL, minutes,
                            r->self, err, sizeof err)) {
-        cli_error("--launcher slurm: %s", err);
+        tune_say(r, TUNE_ERROR, "--launcher slurm: %s", err);
         return -1;
     }
     for (size_t i = 0; i < n; i++)
@@ -552,7 +575,7 @@ static void tune_slurm_after(struct tune_run *r, const struct tune_job *j)
         return;
     if (j->slurm_job[0]) {
         if (slurm_cancel_wait(j->slurm_job, 30))
-            progress_note(r->pg, "warning: Slurm still lists job %s 30 s after it was cancelled",
+            tune_say(r, TUNE_NOTE, "warning: Slurm still lists job %s 30 s after it was cancelled",
                           j->slurm_job);
         return;
     }
@@ -583,9 +606,12 @@ static void tune_job_run(struct tune_run *r, struct tune_job *j)
 {
     const struct cell *cell = &r->space->cells[j->ci];
     struct trial_spec spec = { j->t.argv.v, j->t.env.v, j->t.cwd };
-    progress_bracket(r->pg, search_max_fit(&cell->search), search_min_fail(&cell->search));
-    progress_trial_start(r->pg, j->id, j->value, cell->grad_accum, cell->checkpointing,
-                         j->to.target_steps, j->t.argv.v);
+    if (r->view.bracket)
+        r->view.bracket(r->view.ctx, search_max_fit(&cell->search),
+                        search_min_fail(&cell->search));
+    if (r->view.trial_start)
+        r->view.trial_start(r->view.ctx, j->id, j->value, cell->grad_accum, cell->checkpointing,
+                            j->to.target_steps, j->t.argv.v);
     tune_event_start(r, j);
     gpu_use(r->gpu, j->slot ? j->slot->mask : 0);
     gpu_trial_start(r->gpu);
@@ -733,7 +759,7 @@ static int tune_round(struct tune_run *r, struct tune_job *jobs, size_t n, const
     for (size_t i = 0; i < prepared; i++) {
         if (stop || tune_job_spawn(r, &jobs[i])) {
             if (!stop) {
-                cli_error("cannot start a trial: %s", strerror(errno));
+                tune_say(r, TUNE_ERROR, "cannot start a trial: %s", strerror(errno));
                 r->status = TUNE_USAGE;
                 stop = 1;
             }
@@ -743,7 +769,7 @@ static int tune_round(struct tune_run *r, struct tune_job *jobs, size_t n, const
         }
         started++;
         tune_event_start(r, &jobs[i]);
-        progress_note(r->pg, "round %ld: trial %ld micro_batch=%ld on GPU %s", round,
+        tune_say(r, TUNE_NOTE, "round %ld: trial %ld micro_batch=%ld on GPU %s", round,
                       jobs[i].id, micro[i], r->slots[i].devices);
     }
     static struct tune_wire buf;
@@ -799,7 +825,7 @@ static int tune_round(struct tune_run *r, struct tune_job *jobs, size_t n, const
                 if (!o->done && !o->cancelled && tune_job_pointless(r, o)) {
                     o->cancelled = 1;
                     kill(o->worker, SIGTERM);
-                    progress_note(r->pg, "trial %ld (micro_batch=%ld) cancelled: trial %ld "
+                    tune_say(r, TUNE_NOTE, "trial %ld (micro_batch=%ld) cancelled: trial %ld "
                                          "answered for it", o->id, o->value, j->id);
                 }
             }
@@ -808,12 +834,29 @@ static int tune_round(struct tune_run *r, struct tune_job *jobs, size_t n, const
     if (prepared)
         tune_slurm_done(r, jobs);
     if (!gpu_settle(r->gpu))
-        progress_note(r->pg, "warning: GPU memory did not return to its level before the "
+        tune_say(r, TUNE_NOTE, "warning: GPU memory did not return to its level before the "
                              "round within 10s; the next round may see less free memory");
     return stop;
 }
 
 /* ---- the loop */
+
+/* The --events line of the run's start: the command, the range, where
+ * trials run. */
+static void tune_event_run(const struct tune_run *r)
+{
+    if (!events_on())
+        return;
+    const struct plan *plan = r->plan;
+    json_t *cmd = json_array();
+    for (size_t i = 0; plan->command[i]; i++)
+        json_array_append_new(cmd, json_string(plan->command[i]));
+    events_emit("start", json_pack("{s:o, s:{s:I, s:I, s:I}, s:s, s:I}", "command", cmd, "batch",
+                                   "min", (json_int_t)plan->batch_min, "max",
+                                   (json_int_t)plan->batch_max, "step",
+                                   (json_int_t)plan->batch_step, "launcher", r->res->launcher,
+                                   "slots", (json_int_t)r->res->slots));
+}
 
 int tune_loop(struct tune_run *r)
 {
@@ -825,12 +868,13 @@ int tune_loop(struct tune_run *r)
     size_t *round_ci = calloc(width, sizeof *round_ci);
     long *round_micro = calloc(width, sizeof *round_micro);
     if (!jobs || !round_ci || !round_micro) {
-        cli_error("out of memory");
+        tune_say(r, TUNE_ERROR, "out of memory");
         free(jobs);
         free(round_ci);
         free(round_micro);
         return -1;
     }
+    tune_event_run(r);
     int repeated = 0;
     long round = 0;
     for (;;) {
@@ -845,7 +889,7 @@ int tune_loop(struct tune_run *r)
                 !choose_repeat_noisy(res, space, choose_capacity(r->gpu, space), plan->headroom,
                                      &again))
                 break;
-            progress_note(r->pg, "micro_batch=%ld and %ld differ by %.1f%%, within their "
+            tune_say(r, TUNE_NOTE, "micro_batch=%ld and %ld differ by %.1f%%, within their "
                                  "step-time spread (%.1f%%): measuring both again",
                           again.best_micro, again.runner_micro, 100 * again.margin,
                           100 * again.spread);
@@ -878,7 +922,7 @@ int tune_loop(struct tune_run *r)
             res->rounds = ++round;
         int stop = tune_job_finish(r, j, 0);
         if (!gpu_settle(r->gpu))
-            progress_note(r->pg, "warning: GPU memory did not return to its level before the "
+            tune_say(r, TUNE_NOTE, "warning: GPU memory did not return to its level before the "
                                  "trial within 10s; the next trial may see less free memory");
         if (stop)
             break;

@@ -8,16 +8,17 @@
  * is spent, the command crashes, or we are interrupted.  The finalists
  * are measured once more when noise could have decided between them.
  *
- * Moved out of tuner/cli/main.c, which prepares everything a run needs
- * (the plan, the set-up, the space, the results, the GPUs) and words the
- * answer; the loop says what happens as it happens through the progress
- * module it is handed (tuner/cli/progress.h), and its errors as
- * cli_error does, exactly as main did.
+ * It prints nothing: what happens as it happens (a trial's start, its
+ * output and steps, its end, a note, an error) goes to the struct
+ * tune_view it is handed, which the command line draws (progress_view,
+ * tuner/cli/progress.h) and a test records.  tuner/cli/main.c prepares
+ * everything a run needs (the plan, the set-up, the space, the results,
+ * the GPUs) and words the answer.
  *
  * Life cycle:
  *   1. The caller fills a struct tune_run: the pointers to what it owns
  *      (none is freed here), the scratch directory, t0 = mono_now() (util/mono.h),
- *      status 0, and for tests a trial runner (run_trial).
+ *      status 0, the view, and for tests a trial runner (run_trial).
  *   2. tune_loop(&run) runs the trials; it appends them to run.res and
  *      records them in run.space (and run.guide with --replay).
  *   3. The caller reads run.status and the flags (budget_hit, crashed,
@@ -38,7 +39,6 @@ struct space;
 struct results;
 struct gpu;
 struct guide;
-struct progress;
 struct oom_table;
 struct trainlog_rules;
 struct trial_spec;
@@ -62,6 +62,38 @@ struct tune_slot {
 typedef int tune_trial_fn(void *ctx, const struct trial_spec *spec, const struct trial_opts *opts,
                           struct trial_result *out);
 
+/** What a line of the loop's is (struct tune_view's line). */
+enum tune_line {
+    TUNE_NOTE,  /**< a note of autobatch's own ("autobatch: TEXT") */
+    TUNE_ERROR, /**< bad input or a trial that could not start: the loop stops */
+    TUNE_TAIL,  /**< one of a crashed command's last lines, under the note before it */
+};
+
+/**
+ * What the loop shows as it runs.  The loop calls these, in order, from
+ * the controller's process only (never from a worker); the caller words
+ * and draws them.  Any member may be NULL (not shown).  text and argv are
+ * the loop's: copy what must outlive the call.
+ */
+struct tune_view {
+    void *ctx;
+    /** One line: a note, an error, a crashed command's tail line. */
+    void (*line)(void *ctx, enum tune_line kind, const char *text);
+    /** The next trial's cell: its largest fit, smallest failure, -1 none. */
+    void (*bracket)(void *ctx, long max_fit, long min_fail);
+    /** A trial starts here (argv: its command), or ended in a worker
+     *  (argv NULL: its start is shown with its end). */
+    void (*trial_start)(void *ctx, long id, long micro, long accum, int ckpt, long target_steps,
+                        char *const *argv);
+    /** A trial here: its output bytes, and a new highest step (trial.h's hooks). */
+    void (*output)(void *ctx, int stream, const char *data, size_t n);
+    void (*step)(void *ctx, long step, double rate_it_s);
+    /** About every 50 ms while a trial runs here. */
+    void (*tick)(void *ctx);
+    /** A trial ended; samples_per_s < 0 unless it fitted and was timed alone. */
+    void (*trial_end)(void *ctx, const struct trial_result *r, double samples_per_s);
+};
+
 /** Everything a trial needs from the controller, and what trials change. */
 struct tune_run {
     /* What the caller prepared and owns; the loop reads them, and writes
@@ -73,7 +105,7 @@ struct tune_run {
     struct results *res;
     struct gpu *gpu;
     struct guide *guide;
-    struct progress *pg;
+    struct tune_view view;       /**< what is shown as it runs (copied in) */
     const struct oom_table *oom;
     const struct trainlog_rules *log_rules;
     const char *dir;             /**< this run's scratch directory: trial-N go there */
@@ -103,8 +135,8 @@ struct tune_run {
 /**
  * Run the search's trials until it is done, the budget is spent, a trial
  * crashed or showed bad input, or *r->interrupt is set.  Returns 0 (the
- * outcome is in r's flags and status), or -1 after saying "out of
- * memory" (no trial ran).
+ * outcome is in r's flags and status), or -1 after an "out of memory"
+ * error line (no trial ran).
  */
 int tune_loop(struct tune_run *r);
 

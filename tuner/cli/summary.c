@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * summary: the lines that end a run (summary.h).  The choice with its
+ * speed and the trials it took; how it compares with the runner-up
+ * (control/choose.h's margin, worded); what --headroom excluded; a
+ * warning when the effective batch changes; or, with no choice, why not
+ * and what to do.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/summary.h"
+#include "control/choose.h"
+#include "control/session.h"
+
+/* How the choice compares with its runner-up: "x.xx times faster (+- the
+ * spread)", or that the two cannot be told apart. */
+static void summary_runner_up(FILE *say, const struct results *res, const char *unit)
+{
+    struct choose_margin m;
+    if (choose_margin(res, &m) == CHOOSE_NO_MARGIN)
+        return;
+    const struct results_trial *u = &res->trials[res->runner_up];
+    char who[160];
+    snprintf(who, sizeof who, "the runner-up micro_batch=%ld grad_accum=%ld checkpointing=%s "
+             "(%.1f %s/s)", u->micro_batch, u->grad_accum, u->checkpointing ? "on" : "off",
+             m.runner_speed, unit);
+    switch (m.verdict) {
+    case CHOOSE_TIE:
+        fprintf(say, "autobatch: within 1%% of %s: a tie, which goes to less memory\n", who);
+        break;
+    case CHOOSE_WITHIN_NOISE:
+        fprintf(say, "autobatch: within noise of %s: %.2f times as fast, step times vary by "
+                     "%.1f%%\n", who, m.ratio, 100 * m.spread);
+        break;
+    case CHOOSE_FASTER:
+        fprintf(say, "autobatch: %.2f times faster (+- %.1f%%) than %s\n", m.ratio,
+                100 * m.spread, who);
+        break;
+    case CHOOSE_FASTER_UNKNOWN_SPREAD:
+        fprintf(say, "autobatch: %.2f times faster than %s\n", m.ratio, who);
+        break;
+    case CHOOSE_NO_MARGIN:
+        break;
+    }
+}
+
+/* What --headroom kept out of the choice, and why: the fits whose memory
+ * leaves less than the headroom free, counted once per configuration,
+ * and the fastest of them with its figure. */
+static void summary_headroom(FILE *say, const struct results *res, const struct space *sp,
+                             const struct gpu *g, double headroom, const char *unit)
+{
+    double cap = choose_capacity(g, sp);
+    struct choose_excluded x;
+    if (!choose_excluded(res, sp, cap, headroom, &x))
+        return;
+    const struct results_trial *top = &res->trials[x.top];
+    char rate[64] = "";
+    if (results_speed(res, top) > 0)
+        snprintf(rate, sizeof rate, ", %.1f %s/s", results_speed(res, top), unit);
+    fprintf(say, "autobatch: --headroom %.0f%% excluded %zu fitting configuration%s, which use "
+                 "more than %.1f of the device's %.1f GiB; the fastest: micro_batch=%ld "
+                 "grad_accum=%ld checkpointing=%s%s, %.1f GiB\n", 100 * headroom, x.n,
+            x.n == 1 ? "" : "s", (1 - headroom) * cap / 1073741824.0, cap / 1073741824.0,
+            top->micro_batch, top->grad_accum, top->checkpointing ? "on" : "off", rate,
+            x.need / 1073741824.0);
+}
+
+/* A choice that trains with another effective batch (micro x accum x
+ * world size) than the command's own changes what its learning rate was
+ * tuned for: say so.  Silent when the command's own values are unknown. */
+static void summary_effective_batch(FILE *say, const struct plan *plan, const struct setup *s,
+                                    const struct results_trial *b)
+{
+    long micro = setup_current(s, plan->command, KNOB_MICRO_BATCH, -1);
+    /* Without --grad-accum the choice keeps the command's accumulation,
+     * whatever it is; with it, the command's own must be known. */
+    long accum = plan->ngrad_accum == 0 ? b->grad_accum
+               : setup_current(s, plan->command, KNOB_GRAD_ACCUM, -1);
+    if (micro < 1 || accum < 1)
+        return;
+    long world = plan->world_size;
+    long before = micro * accum * world, after = b->micro_batch * b->grad_accum * world;
+    if (before == after)
+        return;
+    fprintf(say, "autobatch: warning: the effective batch changes from %ld (micro_batch=%ld x "
+                 "grad_accum=%ld x world size %ld) to %ld (%ld x %ld x %ld): scale the learning "
+                 "rate with it, or keep it with --global-batch %ld\n", before, micro, accum, world,
+            after, b->micro_batch, b->grad_accum, world, before);
+}
+
+void summary_say(FILE *say, const struct session *s, const struct tune_run *run, int status)
+{
+    const struct results *res = &s->res;
+    const struct plan *plan = s->plan;
+    const char *unit = s->setup.unit;
+    int any_fit = 0, bounded = 0;
+    for (size_t i = 0; i < res->ntrials; i++)
+        any_fit |= res->trials[i].outcome == TRIAL_FIT;
+    for (size_t i = 0; i < res->ncells; i++)
+        bounded |= res->cells[i].bounded_by && !strcmp(res->cells[i].bounded_by, "batch.max");
+    if (res->best >= 0) {
+        const struct results_trial *b = &res->trials[res->best];
+        char rate[64] = "";
+        if (b->samples_per_s > 0)
+            snprintf(rate, sizeof rate, ", %.1f %s/s", results_speed(res, b), unit);
+        fprintf(say, "autobatch: %s micro_batch=%ld grad_accum=%ld checkpointing=%s%s "
+                     "(%zu trials, %.1fs)%s\n",
+                status == SESSION_EXIT_OK ? "best:" : "best so far:", b->micro_batch,
+                b->grad_accum, b->checkpointing ? "on" : "off", rate, res->ntrials, res->wall_s,
+                bounded ? "; the top of --batch fitted, raise MAX to look further" : "");
+        summary_runner_up(say, res, unit);
+        summary_headroom(say, res, &s->space, &s->gpu, plan->headroom, unit);
+        summary_effective_batch(say, plan, &s->setup, b);
+        if (run->budget_hit)
+            fprintf(say, "autobatch: --budget ran out; the search was not finished\n");
+    } else if (status == SESSION_EXIT_NOTHING_FITS && any_fit) {
+        fprintf(stderr, "autobatch: every configuration that fits uses more than %.0f%% of "
+                        "device memory; lower --headroom\n", 100 * (1 - plan->headroom));
+        summary_headroom(stderr, res, &s->space, &s->gpu, plan->headroom, unit);
+    } else if (status == SESSION_EXIT_NOTHING_FITS) {
+        fprintf(stderr, "autobatch: nothing fits: the smallest candidate ran out of memory; lower "
+                        "the model's memory use or try --checkpointing on\n");
+    } else if (status == SESSION_EXIT_CRASH && run->no_steps) {
+        /* said when it happened */
+    } else if (status == SESSION_EXIT_CRASH && !run->crashed) {
+        fprintf(stderr, "autobatch: micro_batch=%ld never finished a trial (timeout or hang), so "
+                        "this is not a memory limit; raise --trial-timeout/--hang-timeout or "
+                        "check the command\n", plan->batch_min);
+    } else if (status == SESSION_EXIT_BUDGET) {
+        fprintf(stderr, "autobatch: --budget ran out before any candidate fitted; raise it\n");
+    } else if (status == SESSION_EXIT_INTERRUPTED) {
+        fprintf(stderr, "autobatch: interrupted; every trial process is gone\n");
+    }
+}

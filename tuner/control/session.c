@@ -1,0 +1,456 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * session: one tuning run's resources and checks (session.h), moved out
+ * of tuner/cli/main.c.  session_open and session_arm take the run from
+ * its parsed command line to the state the first trial needs, in the
+ * order a user's mistakes are best reported: the set-up and configs
+ * first, then the scratch directory and the probe, the first trial's
+ * build, the GPUs and Slurm, the replay probe.  Each failure says one
+ * line and leaves s for session_close.  session_answer turns the loop's
+ * trials into the choice and the exit status.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "control/session.h"
+#include "control/choose.h"
+#include "control/devices.h"
+#include "output/events.h"
+#include "trial/leftovers.h"
+#include "trial/proctree.h"
+#include "trial/slurm.h"
+#include "util/mono.h"
+#include "util/which.h"
+#include "inproc.h"
+
+extern char **environ;
+
+/* Hand one line to the view. */
+static void session_say(const struct tune_view *v, enum tune_line kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void session_say(const struct tune_view *v, enum tune_line kind, const char *fmt, ...)
+{
+    if (!v->line)
+        return;
+    char *text = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&text, fmt, ap);
+    va_end(ap);
+    v->line(v->ctx, kind, n < 0 ? "out of memory" : text);
+    if (n >= 0)
+        free(text);
+}
+
+/* An error line; returns SESSION_BAD. */
+#define SESSION_FAIL(v, ...) (session_say((v), TUNE_ERROR, __VA_ARGS__), SESSION_BAD)
+
+/* Where this run writes files: the configs' directories, the output
+ * files' (those that are files: a device or FIFO is written through, with
+ * no temporary beside it) and the cache's.  Then sweep them and the
+ * scratch base of what killed runs left there. */
+static void session_sweep(const struct session *s, const struct tune_view *v)
+{
+    const struct plan *plan = s->plan;
+    const char *files[] = {
+        s->setup.have_config ? s->setup.config_path : NULL,
+        s->setup.have_accel ? s->setup.accel_path : NULL,
+        plan->json_path, plan->markdown_path, plan->junit_path, plan->html_path,
+    };
+    enum { NFILES = sizeof files / sizeof *files };
+    char bufs[NFILES + 1][PATH_MAX];
+    const char *dirs[NFILES + 2];
+    size_t n = 0;
+    for (size_t i = 0; i < NFILES; i++) {
+        struct stat st;
+        if (!files[i] || !strcmp(files[i], "-") || (!stat(files[i], &st) && !S_ISREG(st.st_mode)))
+            continue;
+        snprintf(bufs[n], PATH_MAX, "%s", files[i]);
+        dirs[n] = dirname(bufs[n]);
+        n++;
+    }
+    if (!cache_dir(bufs[n], PATH_MAX)) {
+        dirs[n] = bufs[n];
+        n++;
+    }
+    dirs[n] = NULL;
+    struct leftovers_report lr;
+    if (leftovers_sweep(s->tmpbase, s->dir, dirs, &lr) > 0)
+        session_say(v, TUNE_NOTE, "removed what an earlier, killed run left: %d scratch "
+                                  "director%s, %d trial cop%s of the config, %d temporary "
+                                  "file%s of an unfinished write (first: %s)",
+                    lr.dirs, lr.dirs == 1 ? "y" : "ies", lr.copies, lr.copies == 1 ? "y" : "ies",
+                    lr.temps, lr.temps == 1 ? "" : "s", lr.first);
+}
+
+/* The first cell's first trial built and thrown away: a key the config
+ * lacks or a config the command does not name fails now, before any
+ * trial.  Returns 0, or -1 with the reason in err. */
+static int session_build_first(struct session *s, char *err, size_t errlen)
+{
+    const struct cell *c = &s->space.cells[0];
+    struct inject_candidate c0 = {
+        c->fixed_micro > 0 ? c->fixed_micro : s->plan->batch_min, c->grad_accum, c->checkpointing,
+    };
+    struct inject_trial t = INJECT_TRIAL_INIT;
+    char wd0[4200];
+    snprintf(wd0, sizeof wd0, "%s/dry-run", s->dir);
+    s->ctx.trial_id = 0;
+    s->ctx.workdir = s->setup.preset.config_fixed && !mkdir(wd0, 0700) ? wd0 : NULL;
+    int bad = inject_build(&s->ctx, s->plan->command, environ, &c0, &t, err, errlen);
+    inject_trial_release(&t);
+    leftovers_remove_tree(wd0);
+    s->ctx.workdir = NULL;
+    return bad ? -1 : 0;
+}
+
+enum session_status session_open(struct session *s, struct plan *plan, const struct tune_view *v)
+{
+    memset(s, 0, sizeof *s);
+    struct setup s0 = SETUP_INIT;
+    struct oom_table t0 = OOM_TABLE_INIT;
+    struct results r0 = RESULTS_INIT;
+    s->setup = s0;
+    s->oom = t0;
+    s->res = r0;
+    s->plan = plan;
+
+    char err[8192];
+    int setup_failed = setup_load(&s->setup, plan, err, sizeof err);
+    if (s->setup.auto_picked)
+        session_say(v, TUNE_NOTE, "--preset auto: picked '%s' (%s)", s->setup.preset.name,
+                    s->setup.preset.summary ? s->setup.preset.summary : "");
+    if (setup_failed)
+        return SESSION_FAIL(v, "%s", err);
+    if (oom_table_load_default(&s->oom, err, sizeof err))
+        return SESSION_FAIL(v, "built-in OOM signatures: %s", err);
+    if (proctree_become_subreaper())
+        return SESSION_FAIL(v, "cannot become a child subreaper: %s", strerror(errno));
+
+    const char *tmp = getenv("TMPDIR");
+    snprintf(s->tmpbase, sizeof s->tmpbase, "%s", tmp && *tmp ? tmp : "/tmp");
+    char tmpl[sizeof s->dir];
+    snprintf(tmpl, sizeof tmpl, "%s/autobatch-XXXXXX", s->tmpbase);
+    if (!mkdtemp(tmpl))
+        return SESSION_FAIL(v, "cannot make a temporary directory in '%s': %s; set TMPDIR to a "
+                               "writable place", s->tmpbase, strerror(errno));
+    snprintf(s->dir, sizeof s->dir, "%s", tmpl);
+
+    /* Mark the scratch directory as ours, then sweep what killed runs
+     * left behind (their scratch directories, trial copies of the config,
+     * temporary files of writes cut short). */
+    if (leftovers_mark(s->dir))
+        session_say(v, TUNE_NOTE, "warning: cannot mark '%s' as this run's: %s", s->dir,
+                    strerror(errno));
+    session_sweep(s, v);
+    snprintf(s->probe_dir, sizeof s->probe_dir, "%s/probe", s->dir);
+    if (!plan->no_probe && inproc_install(s->probe_dir, err, sizeof err))
+        return SESSION_FAIL(v, "in-process probe: %s", err);
+    s->log_rules = setup_log_rules(&s->setup.preset);
+
+    /* The space. */
+    s->accum_default[0] = s->setup.grad_accum;
+    struct space_opts so = {
+        .batch_min = plan->batch_min, .batch_max = plan->batch_max,
+        .batch_step = plan->batch_step,
+        .grad_accum = plan->ngrad_accum ? plan->grad_accum : s->accum_default,
+        .ngrad_accum = plan->ngrad_accum ? (size_t)plan->ngrad_accum : 1,
+        .ckpt_off = plan->ckpt_off, .ckpt_on = plan->ckpt_on,
+        .ckpt_forced = plan->ckpt_on && !plan->ckpt_off,
+        .global_batch = plan->global_batch, .world_size = plan->world_size, .use_model = 1,
+    };
+    s->so = so;
+    if (space_init(&s->space, &s->so, err, sizeof err))
+        return SESSION_FAIL(v, "%s", err);
+    s->have_space = 1;
+
+    /* The trainer's own step limit: far above anything a trial runs
+     * (warm-up, measured steps, a noisy trial's extension), so it never
+     * reaches its end-of-run save and evaluation; autobatch ends the
+     * trial itself.  AUTOBATCH_MAX_STEPS is the most a trial may measure:
+     * warm-up, the steps, and a noisy trial's extension (twice --steps),
+     * so a trainer that stops itself there leaves room for the extension;
+     * a steady trial is stopped by autobatch at warm-up + steps. */
+    struct setup *st = &s->setup;
+    struct inject_ctx ctx = {
+        .preset = &st->preset, .set_checkpointing = plan->checkpointing_searched,
+        .max_steps = plan->warmup + 3 * plan->steps,
+        .step_limit = 100 + 10 * (plan->warmup + 3 * plan->steps),
+        .world_size = plan->world_size,
+        .probe_dir = plan->no_probe ? NULL : s->probe_dir,
+        .config_path = st->have_config ? st->config_path : NULL,
+        .config = st->have_config ? &st->config : NULL,
+        .accel_path = st->accel_path, .accel = st->have_accel ? &st->accel : NULL,
+    };
+    s->ctx = ctx;
+    if (session_build_first(s, err, sizeof err))
+        return SESSION_FAIL(v, "%s", err);
+    return SESSION_OK;
+}
+
+/* The results' description of the run: the command, preset, ranges. */
+static int session_results(struct session *s)
+{
+    const struct plan *plan = s->plan;
+    struct results *res = &s->res;
+    if (results_init(res, plan->command))
+        return -1;
+    s->have_res = 1;
+    res->preset = s->setup.preset.name;
+    res->unit = s->setup.unit;
+    res->config = s->setup.have_config ? s->setup.config_path : NULL;
+    res->batch_min = plan->batch_min;
+    res->batch_max = plan->batch_max;
+    res->batch_step = plan->batch_step;
+    res->world_size = plan->world_size;
+    res->global_batch = plan->global_batch > 0 ? plan->global_batch : -1;
+    res->headroom = plan->headroom;
+    res->grad_accum = malloc(s->so.ngrad_accum * sizeof *res->grad_accum);
+    if (res->grad_accum) {
+        memcpy(res->grad_accum, s->so.grad_accum, s->so.ngrad_accum * sizeof *res->grad_accum);
+        res->ngrad_accum = s->so.ngrad_accum;
+    }
+    res->ckpt_off = s->so.ckpt_off;
+    res->ckpt_on = s->so.ckpt_on;
+    return 0;
+}
+
+/* Side by side (--gpus), as Slurm job steps, on emulated memory: the
+ * slots and everything about them checked.  Returns SESSION_OK, or
+ * SESSION_BAD with the reason in why, or SESSION_SPLIT. */
+static enum session_status session_devices(struct session *s, char *why, size_t whylen)
+{
+    const struct plan *plan = s->plan;
+    struct gpu *gpu = &s->gpu;
+    s->slurm = plan->launcher ? !strcmp(plan->launcher, "slurm") : getenv("SLURM_JOB_ID") != NULL;
+    if (s->slurm && !strcmp(basename(plan->command[0]), "srun"))
+        s->slurm = 0; /* the command makes its own job step */
+    int slurm = s->slurm;
+    why[0] = '\0';
+    s->nslots = devices_slots(plan, gpu, slurm, s->slots, SPACE_MAX_ROUND, why, whylen);
+    double real_cap = gpu_capacity(gpu);
+    const char *bad = NULL;
+    if (s->nslots == -2)
+        return SESSION_SPLIT;
+    else if (s->nslots < 0)
+        bad = why;
+    else if (slurm && getenv("SLURM_JOB_ID") && !which_found("srun"))
+        bad = "--launcher slurm: srun is not in PATH; run inside a Slurm allocation or use "
+              "--launcher local";
+    else if (slurm && !getenv("SLURM_JOB_ID") &&
+             (!which_found("sbatch") || !which_found("scontrol") || !which_found("scancel")))
+        bad = "--launcher slurm: sbatch, scontrol and scancel must be in PATH to submit trials "
+              "from here; run on a login node or use --launcher local";
+    else if (s->nslots > 1 && plan->replay)
+        bad = "--replay runs its recordings one at a time; drop --gpus or --replay";
+    else if (plan->emulate_bytes && gpu->n <= 0)
+        snprintf(why, whylen, "--emulate-gpu-memory needs a GPU seen through NVML (%s)",
+                 gpu->why), bad = why;
+    else if (plan->emulate_bytes && (double)plan->emulate_bytes >= real_cap)
+        snprintf(why, whylen, "--emulate-gpu-memory: %.1f GiB is not smaller than the GPU's "
+                 "%.1f GiB; give a smaller size", (double)plan->emulate_bytes / (1 << 30),
+                 real_cap / (1 << 30)), bad = why;
+    else if (plan->emulate_bytes && !strcmp(plan->emulate_with, "probe") && plan->no_probe)
+        bad = "--emulate-with probe works through the in-process probe; drop --no-probe";
+    else if (plan->emulate_bytes && !strcmp(plan->emulate_with, "preload") &&
+             devices_emulate_lib(s->emulate_lib, sizeof s->emulate_lib))
+        bad = "--emulate-gpu-memory: libautobatch-gpuemu.so is not next to autobatch; set "
+              "AUTOBATCH_GPUEMU_LIB to it, or use --emulate-with probe";
+    if (bad) {
+        if (bad != why)
+            snprintf(why, whylen, "%s", bad);
+        return SESSION_BAD;
+    }
+    struct results *res = &s->res;
+    if (plan->emulate_bytes) {
+        res->emulated = plan->emulate_bytes;
+        res->emulated_with = plan->emulate_with;
+        res->emulated_real_total = (long long)real_cap;
+        gpu_emulate(gpu, plan->emulate_bytes);
+    }
+    res->launcher = !slurm ? "local" : getenv("SLURM_JOB_ID") ? "slurm" : "slurm-array";
+    res->slots = s->nslots > 1 ? s->nslots : 1;
+    s->so.shared_speeds = s->nslots > 1;
+    s->space.o.shared_speeds = s->nslots > 1;
+    return SESSION_OK;
+}
+
+/* The replay probe (--replay): what capacity it predicts for.  Returns
+ * NULL, or why it cannot run. */
+static const char *session_replay(struct session *s)
+{
+    const struct plan *plan = s->plan;
+    struct stat st;
+    s->guide.keep_dir = plan->keep_traces;
+    s->replay_cpu = plan->replay && plan->trial_mem_limit > 0;
+    double gcap = plan->replay ? gpu_capacity(&s->gpu) : -1;
+    if (plan->keep_traces && !plan->replay)
+        return "--keep-traces keeps --replay's traces; add --replay";
+    if (plan->replay && plan->no_probe)
+        return "--replay records through the in-process probe; drop --no-probe";
+    if (plan->replay && !plan->trial_mem_limit && gcap <= 0)
+        return "--replay needs a capacity to predict for: a GPU seen through NVML, or "
+               "--trial-memory-limit SIZE on CPU";
+    if (plan->keep_traces && (stat(plan->keep_traces, &st) || !S_ISDIR(st.st_mode) ||
+                              access(plan->keep_traces, W_OK | X_OK)))
+        return "--keep-traces: not a writable directory; make it first (mkdir -p DIR)";
+    if (plan->replay &&
+        guide_init(&s->guide, &s->space,
+                   s->replay_cpu ? (int64_t)plan->trial_mem_limit : (int64_t)gcap,
+                   s->replay_cpu ? "trial-memory-limit" : "gpu"))
+        return "out of memory";
+    return NULL;
+}
+
+enum session_status session_arm(struct session *s, const struct tune_view *v)
+{
+    const struct plan *plan = s->plan;
+    if (session_results(s))
+        return SESSION_FAIL(v, "out of memory");
+    gpu_open(&s->gpu, getenv("AUTOBATCH_NVML_LIB"));
+    s->have_gpu = 1;
+    char why[512];
+    enum session_status st = session_devices(s, why, sizeof why);
+    if (st == SESSION_BAD)
+        return SESSION_FAIL(v, "%s", why);
+    if (st != SESSION_OK)
+        return st;
+    struct gpu *gpu = &s->gpu;
+    struct results *res = &s->res;
+    if (gpu->n) {
+        res->gpus = calloc((size_t)gpu->n, sizeof *res->gpus);
+        for (int i = 0; res->gpus && i < gpu->n; i++) {
+            const char *name;
+            uint64_t total;
+            gpu_info(gpu, i, &name, &total);
+            res->gpus[i].index = i;
+            snprintf(res->gpus[i].name, sizeof res->gpus[i].name, "%s", name);
+            res->gpus[i].total = (long long)total;
+        }
+        res->ngpus = res->gpus ? (size_t)gpu->n : 0;
+    } else if (plan->verbose) {
+        session_say(v, TUNE_NOTE, "no GPU memory figures: %s", gpu->why);
+    }
+    /* No GPU to read (no NVML): report lines may still carry figures, but
+     * a cheap first fit at MIN for the model is not worth a trial;
+     * bisection opens in the middle. */
+    for (size_t i = 0; i < s->space.ncells; i++)
+        s->space.cells[i].search.open_mid = gpu_capacity(gpu) <= 0;
+    cache_key_make(&s->ck, plan->command, s->setup.have_config ? &s->setup.config : NULL, &s->so,
+                   gpu->fingerprint);
+    s->cached = !plan->no_cache && cache_load(&s->ck, &s->space) > 0;
+    res->warm_start = s->cached;
+    if (s->cached)
+        session_say(v, TUNE_NOTE, "warm start: confirming the boundaries cached from the last "
+                                  "run (--no-cache to search afresh)");
+    const char *bad = session_replay(s);
+    if (bad)
+        return SESSION_FAIL(v, "%s", bad);
+    return SESSION_OK;
+}
+
+struct tune_run session_tune(struct session *s, const struct tune_view *view)
+{
+    struct tune_run run = {
+        .plan = s->plan, .setup = &s->setup, .ctx = &s->ctx, .space = &s->space, .res = &s->res,
+        .gpu = &s->gpu, .guide = &s->guide, .view = *view, .oom = &s->oom,
+        .log_rules = &s->log_rules, .dir = s->dir, .replay_cpu = s->replay_cpu,
+        .t0 = mono_now(), .status = 0,
+        .slots = s->nslots > 0 ? s->slots : NULL, .nslots = s->nslots > 0 ? (size_t)s->nslots : 0,
+        .slurm = s->slurm, .slurm_array = s->slurm && !getenv("SLURM_JOB_ID"),
+        .emulate_lib = s->emulate_lib[0] ? s->emulate_lib : NULL,
+    };
+    if (run.slurm_array) {
+        ssize_t n = readlink("/proc/self/exe", run.self, sizeof run.self - 1);
+        run.self[n > 0 ? n : 0] = '\0';
+    }
+    return run;
+}
+
+/* The exit status of a run whose loop ended without an error of its
+ * own, from what the loop saw and what was chosen. */
+static int session_exit(const struct session *s, const struct tune_run *run)
+{
+    const struct results *res = &s->res;
+    int any_fit = 0;
+    for (size_t i = 0; i < res->ntrials; i++)
+        any_fit |= res->trials[i].outcome == TRIAL_FIT;
+    if (run->interrupt && *run->interrupt)
+        return SESSION_EXIT_INTERRUPTED;
+    if (run->crashed || run->no_steps)
+        return SESSION_EXIT_CRASH;
+    if (!any_fit && run->budget_hit)
+        return SESSION_EXIT_BUDGET;
+    if (!any_fit)
+        return run->timeouts ? SESSION_EXIT_CRASH : SESSION_EXIT_NOTHING_FITS;
+    if (res->best < 0)
+        return SESSION_EXIT_NOTHING_FITS; /* fits exist, but none leaves the headroom */
+    return SESSION_EXIT_OK;
+}
+
+int session_answer(struct session *s, const struct tune_run *run, const struct tune_view *v)
+{
+    struct results *res = &s->res;
+    const struct plan *plan = s->plan;
+    if (plan->replay) {
+        res->replay = guide_json(&s->guide, &s->space);
+        guide_release(&s->guide);
+    }
+    size_t ncontra = res->ncontra;
+    choose_collect_cells(&s->space, res);
+    for (size_t i = ncontra; i < res->ncontra; i++) {
+        const struct results_contradiction *x = &res->contra[i];
+        session_say(v, TUNE_NOTE, "warning: micro_batch=%ld failed although %ld fitted; "
+                                  "re-tested: %s", x->micro_batch, x->larger_fit,
+                    x->retest_fit ? "fits (the first failure was a fluke)"
+                                  : "fails again (memory use is not monotone here)");
+    }
+    struct choose_notes notes;
+    res->best = choose_best(res, &s->space, choose_capacity(&s->gpu, &s->space), plan->headroom,
+                            &notes);
+    if (notes.headroom_unchecked)
+        session_say(v, TUNE_NOTE, "warning: --headroom could not be checked for every "
+                                  "candidate: no memory figures (no NVML, no peak_mem_bytes in "
+                                  "AUTOBATCH_REPORT, no numbers in the OOM messages)");
+    if (events_on())
+        events_emit("choice", json_pack("{s:o, s:o}", "best",
+                    res->best >= 0 ? results_trial_json(&res->trials[res->best]) : json_null(),
+                    "runner_up", res->runner_up >= 0
+                                     ? results_trial_json(&res->trials[res->runner_up])
+                                     : json_null()));
+    int status = run->status ? run->status : session_exit(s, run);
+    res->wall_s = mono_now() - run->t0;
+    res->exit_status = status;
+    res->interrupted = status == SESSION_EXIT_INTERRUPTED;
+    if (status == SESSION_EXIT_OK && !plan->no_cache) {
+        const struct results_trial *b = res->best >= 0 ? &res->trials[res->best] : NULL;
+        cache_save(&s->ck, &s->space, b ? b->grad_accum : 0, b ? b->checkpointing : 0,
+                   b ? b->micro_batch : -1);
+    }
+    return status;
+}
+
+void session_close(struct session *s)
+{
+    if (s->dir[0])
+        leftovers_remove_tree(s->dir);
+    s->dir[0] = '\0';
+    guide_release(&s->guide);
+    if (s->have_space)
+        space_release(&s->space);
+    if (s->have_res)
+        results_release(&s->res);
+    if (s->have_gpu)
+        gpu_release(&s->gpu);
+    oom_table_release(&s->oom);
+    setup_release(&s->setup);
+    s->have_space = s->have_res = s->have_gpu = 0;
+}

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * session: one tuning run, from its checked command line to its answer.
+ * It holds everything the run acquires (the set-up, the OOM table, the
+ * scratch directory, the space, the inject context, the results, the
+ * GPUs and slots, the cache key, the replay guide) and checks everything
+ * that can be checked before the first trial, so that bad input fails in
+ * the first second with one line.  It prints nothing: notes and errors
+ * go to the struct tune_view's line it is handed, in the order they
+ * arise.
+ *
+ * Life cycle:
+ *   1. struct session s;  session_open(&s, &plan, &view): the set-up (the
+ *      preset, configs, knobs), the OOM table, this process as the
+ *      subreaper of the trials, the scratch directory (marked ours; what
+ *      killed runs left is swept), the in-process probe, the space, and a
+ *      dry build of the first trial (a key the config lacks fails here).
+ *   2. With --dry-run, stop here: s.ctx builds any cell's trial.
+ *   3. session_arm(&s, &view): the results, the GPUs and their slots,
+ *      Slurm, emulated memory, the warm start from the cache, the replay
+ *      guide.  SESSION_SPLIT: the GPUs are of several models; the caller
+ *      searches each apart (cli/per_model.c) and nothing else is run.
+ *   4. session_tune(&s, &run): a struct tune_run over s, for tune_loop.
+ *   5. session_answer(&s, &run, &view): the choice among the fits, the
+ *      run's exit status (DESIGN.md 2.4), the cache saved.
+ *   6. session_close(&s), after any of the above, also a failed one.
+ * s must not move between session_open and session_close (its parts
+ * point at each other).  The plan is the caller's and outlives s;
+ * setup_load may set its batch range from the preset.
+ */
+#ifndef AB_SESSION_H
+#define AB_SESSION_H
+
+#include <limits.h>
+#include <signal.h>
+
+#include "control/setup.h"
+#include "control/tune.h"
+#include "output/results.h"
+#include "search/cache.h"
+#include "search/guide.h"
+#include "search/space.h"
+#include "trial/gpu.h"
+#include "inject.h"
+#include "oom.h"
+#include "trainlog.h"
+
+/** The exit statuses of DESIGN.md 2.4. */
+enum session_exit {
+    SESSION_EXIT_OK = 0,
+    /** bad input, a trial that could not start, or --write refused
+     *  because the config changed during the run in a value the choice
+     *  sets (nothing was written) */
+    SESSION_EXIT_USAGE = TUNE_USAGE,
+    SESSION_EXIT_NOTHING_FITS = 3,
+    SESSION_EXIT_CRASH = 4,
+    SESSION_EXIT_BUDGET = 5,
+    SESSION_EXIT_REGRESSION = 6, /**< set by the baseline gate (cli/subcmd.c) */
+    SESSION_EXIT_INTERRUPTED = 130,
+};
+
+/** What session_open and session_arm return. */
+enum session_status {
+    SESSION_OK = 0,
+    SESSION_BAD,    /**< an error line was said: exit SESSION_EXIT_USAGE */
+    SESSION_SPLIT,  /**< several GPU models: search each apart */
+};
+
+struct session {
+    struct plan *plan;
+    struct setup setup;
+    struct oom_table oom;
+    char tmpbase[4096];            /**< $TMPDIR, or /tmp */
+    char dir[4160];                /**< this run's scratch directory; "" none */
+    char probe_dir[4200];          /**< the in-process probe's files, in dir */
+    struct trainlog_rules log_rules;
+    long accum_default[1];         /**< the command's own accumulation */
+    struct space_opts so;
+    struct space space;
+    int have_space;
+    struct inject_ctx ctx;
+    struct results res;
+    int have_res;
+    struct gpu gpu;
+    int have_gpu;
+    struct tune_slot slots[SPACE_MAX_ROUND];
+    long nslots;                   /**< 0: no --gpus */
+    int slurm;                     /**< trials are Slurm job steps or array tasks */
+    char emulate_lib[PATH_MAX];    /**< --emulate-gpu-memory's preload library, or "" */
+    struct cache_key ck;
+    int cached;                    /**< the warm start found boundaries */
+    struct guide guide;
+    int replay_cpu;                /**< --replay measures VmPeak under --trial-memory-limit */
+};
+
+/** Steps 1 and 3 above; view->line gets the notes and the error. */
+enum session_status session_open(struct session *s, struct plan *plan,
+                                 const struct tune_view *view);
+enum session_status session_arm(struct session *s, const struct tune_view *view);
+
+/**
+ * The loop's run over s: its pointers, the slots, Slurm, the emulation
+ * library, t0 now, status 0.  The caller adds the interrupt flag (and a
+ * test its trial runner).
+ */
+struct tune_run session_tune(struct session *s, const struct tune_view *view);
+
+/**
+ * After tune_loop: the replay guide's findings into the results, each
+ * cell's boundary collected, the choice made (res.best, res.runner_up;
+ * notes for contradictions re-tested and an unchecked --headroom), the
+ * exit status decided from the loop's flags and the signal, the cache
+ * saved when the run is whole.  Sets res.wall_s, res.exit_status,
+ * res.interrupted; returns the exit status.
+ */
+int session_answer(struct session *s, const struct tune_run *run, const struct tune_view *view);
+
+/** Remove the scratch directory and free everything s holds. */
+void session_close(struct session *s);
+
+#endif

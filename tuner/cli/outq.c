@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * outq: bounded, non-blocking output for stdout and stderr (see outq.h).
+ * Only a pipe or socket is queued (a terminal or file never blocks for
+ * long): outq_install makes its fd non-blocking and puts a stdio cookie
+ * stream in place of stdout/stderr, so every fprintf lands in
+ * outq_write.  That writes what the fd takes now and keeps the rest in a
+ * fixed ring per fd; when the ring is full the oldest output is dropped
+ * and counted, and a note says how much once the reader catches up.
+ * outq_pump (from the trial loop's tick) drains the rings; outq_finish
+ * gives a slow reader a last few seconds at exit.
  */
 #include "cli/outq.h"
 

@@ -6,7 +6,6 @@
 #include "cli/subcmd.h"
 #include "trial/slurm.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -26,7 +25,7 @@
 #include "output/report.h"
 #include "output/results.h"
 #include "search/guide.h"
-#include "replay.h"
+#include "search/predict.h"
 #include "util/units.h"
 #include "output/webhook.h"
 
@@ -513,52 +512,52 @@ int subcmd_outputs_write(const struct plan *plan, json_t *doc, const json_t *bas
 
 /* ------------------------------------------------------------ predict */
 
-/* One cell's kept traces: up to three sizes, smallest first. */
-struct pcell {
-    long accum;
-    int ckpt;
-    long b[3];
-    char path[3][4400];
-    size_t n;
-};
-
 #define PREDICT_USAGE "usage: autobatch predict TRACES_DIR --capacity SIZE [--batch MIN:MAX[:STEP]] " \
                       "[--gpu N]"
 
-/* With --gpu: the cell's CUDA model replayed with real cudaMalloc on the
- * GPU, held back to stand in for a card of cap bytes.  Prints one line. */
-static void predict_on_gpu(const struct replay_model *m, const struct devmem_ops *ops, int gpu,
-                           uint64_t cap, const char *cap_s, long min, long max, long step)
+/* One cell's answer, as a line (two with --gpu). */
+static void subcmd_predict_say(const struct predict_cell *c, const struct predict_answer *a,
+                               int gpu, const char *cap_s, long min, long max)
 {
-    printf("  on GPU %d: ", gpu);
-    if (m->device != 'g') {
-        printf("not replayed: the traces were recorded on the CPU\n");
+    printf("accum %ld, ckpt %s: ", c->accum, c->ckpt ? "on" : "off");
+    if (!a->ok) {
+        printf("no prediction: %s\n", a->why);
         return;
     }
-    char err[512];
-    struct devmem_hold h;
-    uint64_t outside = m->outside > 0 ? (uint64_t)m->outside : 0;
-    uint64_t room = cap > outside ? cap - outside : 0;
-    if (devmem_hold(&h, ops, room, err, sizeof err)) {
-        printf("not replayed: %s\n", err);
-        return;
-    }
-    struct casim_device dev;
-    devmem_as_casim(ops, &dev);
-    int64_t need;
-    long p = replay_predict_on(m, min, max, step, &dev, &need);
-    double held = (double)h.bytes / (1 << 30), left = (double)h.free_after / (1 << 30);
-    devmem_unhold(&h);
-    if (p == min - 2)
-        printf("the replay failed: %s\n", ops->error(ops->ctx));
-    else if (p < min)
-        printf("nothing from %ld fits in %s (%.2f GiB held back, %.2f GiB left to the allocator; "
-               "replayed, unconfirmed)\n", min, cap_s, held, left);
+    if (a->fit < min)
+        printf("nothing from %ld fits in %s (%ld needs %.2f GiB; predicted, unconfirmed)\n",
+               min, cap_s, min, (double)a->need / (1 << 30));
     else
-        printf("largest micro-batch %ld%s in %s (peak reserved + outside %.2f GiB; %.2f GiB held "
-               "back, %.2f GiB left to the allocator; replayed with cudaMalloc, unconfirmed)\n",
-               p, p == max ? " (the top of --batch)" : "", cap_s, (double)need / (1 << 30), held,
-               left);
+        printf("largest micro-batch %ld%s in %s (needs %.2f GiB; predicted from traces at "
+               "%ld..%ld, unconfirmed)\n", a->fit, a->fit == max ? " (the top of --batch)" : "",
+               cap_s, (double)a->need / (1 << 30), c->b[0], c->b[c->n - 1]);
+    if (a->gpu == PREDICT_GPU_NONE)
+        return;
+    printf("  on GPU %d: ", gpu);
+    double held = (double)a->held / (1 << 30), left = (double)a->left / (1 << 30);
+    switch (a->gpu) {
+    case PREDICT_GPU_CPU_TRACES:
+        printf("not replayed: the traces were recorded on the CPU\n");
+        break;
+    case PREDICT_GPU_NO_HOLD:
+        printf("not replayed: %s\n", a->why);
+        break;
+    case PREDICT_GPU_FAILED:
+        printf("the replay failed: %s\n", a->why);
+        break;
+    case PREDICT_GPU_DONE:
+        if (a->gpu_fit < min)
+            printf("nothing from %ld fits in %s (%.2f GiB held back, %.2f GiB left to the "
+                   "allocator; replayed, unconfirmed)\n", min, cap_s, held, left);
+        else
+            printf("largest micro-batch %ld%s in %s (peak reserved + outside %.2f GiB; %.2f GiB "
+                   "held back, %.2f GiB left to the allocator; replayed with cudaMalloc, "
+                   "unconfirmed)\n", a->gpu_fit, a->gpu_fit == max ? " (the top of --batch)" : "",
+                   cap_s, (double)a->gpu_need / (1 << 30), held, left);
+        break;
+    case PREDICT_GPU_NONE:
+        break;
+    }
 }
 
 /* autobatch predict DIR --capacity SIZE [--batch MIN:MAX[:STEP]] [--gpu N]:
@@ -599,46 +598,12 @@ static int subcmd_predict(int argc, char **argv)
         cli_error("--gpu '%s': a GPU number such as 0", gpu_s);
         return EXIT_USAGE;
     }
-    DIR *d = opendir(dir);
-    if (!d) {
+    struct predict_cell cells[64];
+    long ncells = predict_scan(dir, cells, sizeof cells / sizeof *cells);
+    if (ncells < 0) {
         cli_error("cannot read '%s': %s; give the directory of --keep-traces", dir, strerror(errno));
         return EXIT_USAGE;
     }
-    struct pcell cells[64];
-    size_t ncells = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        long accum, b;
-        char ck[4], tail[8];
-        if (sscanf(e->d_name, "accum%ld-ckpt%3[onf]-b%ld.tx%7s", &accum, ck, &b, tail) != 4 ||
-            strcmp(tail, "t") || accum < 1 || b < 1 || (strcmp(ck, "on") && strcmp(ck, "off")))
-            continue;
-        int on = !strcmp(ck, "on");
-        size_t k = 0;
-        while (k < ncells && !(cells[k].accum == accum && cells[k].ckpt == on))
-            k++;
-        if (k == ncells) {
-            if (ncells == sizeof cells / sizeof *cells)
-                continue;
-            cells[ncells++] = (struct pcell){ .accum = accum, .ckpt = on };
-        }
-        struct pcell *c = &cells[k];
-        /* Keep the three smallest sizes, in order. */
-        size_t at = c->n;
-        while (at > 0 && c->b[at - 1] > b)
-            at--;
-        if (at >= 3)
-            continue;
-        for (size_t j = c->n < 3 ? c->n : 2; j > at; j--) {
-            c->b[j] = c->b[j - 1];
-            memcpy(c->path[j], c->path[j - 1], sizeof c->path[j]);
-        }
-        c->b[at] = b;
-        snprintf(c->path[at], sizeof c->path[at], "%s/%s", dir, e->d_name);
-        if (c->n < 3)
-            c->n++;
-    }
-    closedir(d);
     if (!ncells) {
         cli_error("no traces in '%s' (files named accum1-ckptoff-b2.txt, as --keep-traces "
                   "writes them)", dir);
@@ -653,36 +618,11 @@ static int subcmd_predict(int argc, char **argv)
         }
     }
     int predicted = 0;
-    for (size_t k = 0; k < ncells; k++) {
-        struct pcell *c = &cells[k];
-        struct replay_trace t[3] = { REPLAY_TRACE_INIT, REPLAY_TRACE_INIT, REPLAY_TRACE_INIT };
-        struct replay_model m = REPLAY_MODEL_INIT;
-        char why[512] = "needs traces of two sizes";
-        int ok = c->n >= 2;
-        for (size_t j = 0; ok && j < c->n; j++)
-            ok = !replay_trace_load(c->path[j], &t[j], why, sizeof why);
-        if (ok)
-            ok = !replay_fit(t, c->b, c->n, &m, why, sizeof why);
-        printf("accum %ld, ckpt %s: ", c->accum, c->ckpt ? "on" : "off");
-        if (!ok) {
-            printf("no prediction: %s\n", why);
-        } else {
-            int64_t need;
-            long p = replay_predict(&m, min, max, step, (int64_t)cap, &need);
-            if (p < min)
-                printf("nothing from %ld fits in %s (%ld needs %.2f GiB; predicted, unconfirmed)\n",
-                       min, cap_s, min, (double)need / (1 << 30));
-            else
-                printf("largest micro-batch %ld%s in %s (needs %.2f GiB; predicted from traces at "
-                       "%ld..%ld, unconfirmed)\n", p, p == max ? " (the top of --batch)" : "",
-                       cap_s, (double)need / (1 << 30), c->b[0], c->b[c->n - 1]);
-            predicted++;
-            if (gpu >= 0)
-                predict_on_gpu(&m, &ops, (int)gpu, cap, cap_s, min, max, step);
-        }
-        replay_model_release(&m);
-        for (size_t j = 0; j < 3; j++)
-            replay_trace_release(&t[j]);
+    for (long k = 0; k < ncells; k++) {
+        struct predict_answer a;
+        predict_cell(&cells[k], min, max, step, cap, gpu >= 0 ? &ops : NULL, &a);
+        subcmd_predict_say(&cells[k], &a, (int)gpu, cap_s, min, max);
+        predicted += a.ok;
     }
     devmem_cuda_close(&ops);
     return predicted ? EXIT_OK : EXIT_USAGE;
@@ -700,7 +640,13 @@ int subcmd_dispatch(int argc, char **argv)
         return subcmd_notify(argc, argv);
     if (!strcmp(argv[1], "predict"))
         return subcmd_predict(argc, argv);
-    if (!strcmp(argv[1], "__slurm-follow"))
-        return slurm_follow(argc, argv);
+    if (!strcmp(argv[1], "__slurm-follow")) {
+        if (argc != 5) {
+            cli_error("usage: autobatch __slurm-follow JOB OUTPUT HEARTBEAT (run by autobatch "
+                      "itself)");
+            return EXIT_USAGE;
+        }
+        return slurm_follow(argv[2], argv[3], argv[4]);
+    }
     return -1;
 }

@@ -13,7 +13,6 @@
 #include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,25 +32,8 @@
 
 extern char **environ;
 
-/* Hand one line to the view. */
-static void session_say(const struct tune_view *v, enum tune_line kind, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void session_say(const struct tune_view *v, enum tune_line kind, const char *fmt, ...)
-{
-    if (!v->line)
-        return;
-    char *text = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vasprintf(&text, fmt, ap);
-    va_end(ap);
-    v->line(v->ctx, kind, n < 0 ? "out of memory" : text);
-    if (n >= 0)
-        free(text);
-}
-
 /* An error line; returns SESSION_BAD. */
-#define SESSION_FAIL(v, ...) (session_say((v), TUNE_ERROR, __VA_ARGS__), SESSION_BAD)
+#define SESSION_FAIL(v, ...) (tune_view_say((v), TUNE_ERROR, __VA_ARGS__), SESSION_BAD)
 
 /* Where this run writes files: the configs' directories, the output
  * files' (those that are files: a device or FIFO is written through, with
@@ -84,11 +66,11 @@ static void session_sweep(const struct session *s, const struct tune_view *v)
     dirs[n] = NULL;
     struct leftovers_report lr;
     if (leftovers_sweep(s->tmpbase, s->dir, dirs, &lr) > 0)
-        session_say(v, TUNE_NOTE, "removed what an earlier, killed run left: %d scratch "
-                                  "director%s, %d trial cop%s of the config, %d temporary "
-                                  "file%s of an unfinished write (first: %s)",
-                    lr.dirs, lr.dirs == 1 ? "y" : "ies", lr.copies, lr.copies == 1 ? "y" : "ies",
-                    lr.temps, lr.temps == 1 ? "" : "s", lr.first);
+        tune_view_say(v, TUNE_NOTE, "removed what an earlier, killed run left: %d scratch "
+                                    "director%s, %d trial cop%s of the config, %d temporary "
+                                    "file%s of an unfinished write (first: %s)",
+                      lr.dirs, lr.dirs == 1 ? "y" : "ies", lr.copies, lr.copies == 1 ? "y" : "ies",
+                      lr.temps, lr.temps == 1 ? "" : "s", lr.first);
 }
 
 /* The first cell's first trial built and thrown away: a key the config
@@ -126,8 +108,8 @@ enum session_status session_open(struct session *s, struct plan *plan, const str
     char err[8192];
     int setup_failed = setup_load(&s->setup, plan, err, sizeof err);
     if (s->setup.auto_picked)
-        session_say(v, TUNE_NOTE, "--preset auto: picked '%s' (%s)", s->setup.preset.name,
-                    s->setup.preset.summary ? s->setup.preset.summary : "");
+        tune_view_say(v, TUNE_NOTE, "--preset auto: picked '%s' (%s)", s->setup.preset.name,
+                      s->setup.preset.summary ? s->setup.preset.summary : "");
     if (setup_failed)
         return SESSION_FAIL(v, "%s", err);
     if (oom_table_load_default(&s->oom, err, sizeof err))
@@ -148,8 +130,8 @@ enum session_status session_open(struct session *s, struct plan *plan, const str
      * left behind (their scratch directories, trial copies of the config,
      * temporary files of writes cut short). */
     if (leftovers_mark(s->dir))
-        session_say(v, TUNE_NOTE, "warning: cannot mark '%s' as this run's: %s", s->dir,
-                    strerror(errno));
+        tune_view_say(v, TUNE_NOTE, "warning: cannot mark '%s' as this run's: %s", s->dir,
+                      strerror(errno));
     session_sweep(s, v);
     snprintf(s->probe_dir, sizeof s->probe_dir, "%s/probe", s->dir);
     if (!plan->no_probe && inproc_install(s->probe_dir, err, sizeof err))
@@ -337,7 +319,7 @@ enum session_status session_arm(struct session *s, const struct tune_view *v)
         }
         res->ngpus = res->gpus ? (size_t)gpu->n : 0;
     } else if (plan->verbose) {
-        session_say(v, TUNE_NOTE, "no GPU memory figures: %s", gpu->why);
+        tune_view_say(v, TUNE_NOTE, "no GPU memory figures: %s", gpu->why);
     }
     /* No GPU to read (no NVML): report lines may still carry figures, but
      * a cheap first fit at MIN for the model is not worth a trial;
@@ -349,8 +331,8 @@ enum session_status session_arm(struct session *s, const struct tune_view *v)
     s->cached = !plan->no_cache && cache_load(&s->ck, &s->space) > 0;
     res->warm_start = s->cached;
     if (s->cached)
-        session_say(v, TUNE_NOTE, "warm start: confirming the boundaries cached from the last "
-                                  "run (--no-cache to search afresh)");
+        tune_view_say(v, TUNE_NOTE, "warm start: confirming the boundaries cached from the last "
+                                    "run (--no-cache to search afresh)");
     const char *bad = session_replay(s);
     if (bad)
         return SESSION_FAIL(v, "%s", bad);
@@ -408,18 +390,18 @@ int session_answer(struct session *s, const struct tune_run *run, const struct t
     choose_collect_cells(&s->space, res);
     for (size_t i = ncontra; i < res->ncontra; i++) {
         const struct results_contradiction *x = &res->contra[i];
-        session_say(v, TUNE_NOTE, "warning: micro_batch=%ld failed although %ld fitted; "
-                                  "re-tested: %s", x->micro_batch, x->larger_fit,
-                    x->retest_fit ? "fits (the first failure was a fluke)"
-                                  : "fails again (memory use is not monotone here)");
+        tune_view_say(v, TUNE_NOTE, "warning: micro_batch=%ld failed although %ld fitted; "
+                                    "re-tested: %s", x->micro_batch, x->larger_fit,
+                      x->retest_fit ? "fits (the first failure was a fluke)"
+                                    : "fails again (memory use is not monotone here)");
     }
     struct choose_notes notes;
     res->best = choose_best(res, &s->space, choose_capacity(&s->gpu, &s->space), plan->headroom,
                             &notes);
     if (notes.headroom_unchecked)
-        session_say(v, TUNE_NOTE, "warning: --headroom could not be checked for every "
-                                  "candidate: no memory figures (no NVML, no peak_mem_bytes in "
-                                  "AUTOBATCH_REPORT, no numbers in the OOM messages)");
+        tune_view_say(v, TUNE_NOTE, "warning: --headroom could not be checked for every "
+                                    "candidate: no memory figures (no NVML, no peak_mem_bytes in "
+                                    "AUTOBATCH_REPORT, no numbers in the OOM messages)");
     if (events_on())
         events_emit("choice", json_pack("{s:o, s:o}", "best",
                     res->best >= 0 ? results_trial_json(&res->trials[res->best]) : json_null(),

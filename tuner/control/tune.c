@@ -51,22 +51,22 @@ static int tune_interrupted(const struct tune_run *r)
     return r->interrupt && *r->interrupt;
 }
 
-/* Hand one line to the view. */
-static void tune_say(const struct tune_run *r, enum tune_line kind, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void tune_say(const struct tune_run *r, enum tune_line kind, const char *fmt, ...)
+void tune_view_say(const struct tune_view *v, enum tune_line kind, const char *fmt, ...)
 {
-    if (!r->view.line)
+    if (!v->line)
         return;
     char *text = NULL;
     va_list ap;
     va_start(ap, fmt);
     int n = vasprintf(&text, fmt, ap);
     va_end(ap);
-    r->view.line(r->view.ctx, kind, n < 0 ? "out of memory" : text);
+    v->line(v->ctx, kind, n < 0 ? "out of memory" : text);
     if (n >= 0)
         free(text);
 }
+
+/* A line of the loop's own. */
+#define tune_say(r, ...) tune_view_say(&(r)->view, __VA_ARGS__)
 
 /* The tail of a crashed command's output, so the user sees the real error. */
 static void tune_show_crash(const struct tune_run *r, const struct trial_result *tr)
@@ -307,7 +307,8 @@ static int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, l
         (setup->preset.config_fixed && mkdir(j->wd, 0700)) ||
         (j->recording && mkdir(j->recdir, 0700)) || tune_make_channel(j->report) ||
         (!plan->no_probe && tune_make_channel(j->probe))) {
-        tune_say(r, TUNE_ERROR, "cannot prepare trial %ld in '%s': %s", j->id, j->tdir, strerror(errno));
+        tune_say(r, TUNE_ERROR, "cannot prepare trial %ld in '%s': %s", j->id, j->tdir,
+                 strerror(errno));
         leftovers_remove_tree(j->tdir);
         r->status = TUNE_USAGE;
         return -1;
@@ -387,7 +388,7 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     }
     if (tr->outcome == TRIAL_SPAWN_FAILED) {
         tune_say(r, TUNE_ERROR, "cannot run '%s': %s; check the command", plan->command[0],
-                  strerror(tr->spawn_errno));
+                 strerror(tr->spawn_errno));
         r->status = TUNE_USAGE;
         return 1;
     }
@@ -402,22 +403,23 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     if (tr->probe_world > 0 && tr->probe_world != plan->world_size && !r->noted_world) {
         r->noted_world = 1;
         tune_say(r, TUNE_NOTE, "the trainer runs with world size %ld, not --world-size %ld: "
-                          "samples/s counts %ld ranks; pass --world-size %ld so that "
-                          "--global-batch is kept right", tr->probe_world, plan->world_size,
-                      tr->probe_world, tr->probe_world);
+                               "samples/s counts %ld ranks; pass --world-size %ld so that "
+                               "--global-batch is kept right", tr->probe_world, plan->world_size,
+                 tr->probe_world, tr->probe_world);
     }
     if (!plan->no_probe && !tr->probe_processes && !r->noted_probe &&
         tune_looks_python(plan->command)) {
         r->noted_probe = 1;
         tune_say(r, TUNE_NOTE, "the in-process probe did not load in this Python trial (no "
-                          "torch, PYTHONPATH reset, or python -S/-I); steps come from %s",
-                      tr->steps_from == STEPS_FROM_REPORT ? "$AUTOBATCH_REPORT" : "the output");
+                               "torch, PYTHONPATH reset, or python -S/-I); steps come from %s",
+                 tr->steps_from == STEPS_FROM_REPORT ? "$AUTOBATCH_REPORT" : "the output");
     }
     if (tr->tail_note[0])
         tune_say(r, TUNE_NOTE, "warning: %s", tr->tail_note);
     if (tr->probe_error[0] && !r->noted_probe_error) {
         r->noted_probe_error = 1;
-        tune_say(r, TUNE_NOTE, "the in-process probe could not see everything: %s", tr->probe_error);
+        tune_say(r, TUNE_NOTE, "the in-process probe could not see everything: %s",
+                 tr->probe_error);
     }
     double sps = tr->step_time_s > 0 && !shared ? samples / tr->step_time_s : -1;
     if (j->in_worker && r->view.trial_start) /* its start was not shown: say it with its end */
@@ -459,7 +461,7 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         events_emit("trial_end", results_trial_json(&rt));
     if (tr->teardown_incomplete)
         tune_say(r, TUNE_NOTE, "warning: a process outside the trial's tree kept its output "
-                          "open; gave up waiting for it");
+                               "open; gave up waiting for it");
 
     if (r->budget_hit || tr->outcome == TRIAL_INTERRUPTED)
         return 1;
@@ -483,10 +485,10 @@ static int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
          * it as an upper bound and say so. */
         r->timeouts++;
         tune_say(r, TUNE_NOTE, "micro_batch=%ld %s; counted as not fitting (raise --%s if it "
-                          "was only slow)", value,
-                      tr->outcome == TRIAL_TIMEOUT ? "ran past --trial-timeout"
-                                                   : "printed nothing for --hang-timeout",
-                      tr->outcome == TRIAL_TIMEOUT ? "trial-timeout" : "hang-timeout");
+                               "was only slow)", value,
+                 tr->outcome == TRIAL_TIMEOUT ? "ran past --trial-timeout"
+                                              : "printed nothing for --hang-timeout",
+                 tr->outcome == TRIAL_TIMEOUT ? "trial-timeout" : "hang-timeout");
     }
     double cap = gpu_capacity(r->gpu);
     struct search_obs obs = {
@@ -576,7 +578,7 @@ static void tune_slurm_after(struct tune_run *r, const struct tune_job *j)
     if (j->slurm_job[0]) {
         if (slurm_cancel_wait(j->slurm_job, 30))
             tune_say(r, TUNE_NOTE, "warning: Slurm still lists job %s 30 s after it was cancelled",
-                          j->slurm_job);
+                     j->slurm_job);
         return;
     }
     char name[64];
@@ -770,7 +772,7 @@ static int tune_round(struct tune_run *r, struct tune_job *jobs, size_t n, const
         started++;
         tune_event_start(r, &jobs[i]);
         tune_say(r, TUNE_NOTE, "round %ld: trial %ld micro_batch=%ld on GPU %s", round,
-                      jobs[i].id, micro[i], r->slots[i].devices);
+                 jobs[i].id, micro[i], r->slots[i].devices);
     }
     static struct tune_wire buf;
     size_t left = started;
@@ -826,7 +828,7 @@ static int tune_round(struct tune_run *r, struct tune_job *jobs, size_t n, const
                     o->cancelled = 1;
                     kill(o->worker, SIGTERM);
                     tune_say(r, TUNE_NOTE, "trial %ld (micro_batch=%ld) cancelled: trial %ld "
-                                         "answered for it", o->id, o->value, j->id);
+                                           "answered for it", o->id, o->value, j->id);
                 }
             }
         }
@@ -835,7 +837,7 @@ static int tune_round(struct tune_run *r, struct tune_job *jobs, size_t n, const
         tune_slurm_done(r, jobs);
     if (!gpu_settle(r->gpu))
         tune_say(r, TUNE_NOTE, "warning: GPU memory did not return to its level before the "
-                             "round within 10s; the next round may see less free memory");
+                               "round within 10s; the next round may see less free memory");
     return stop;
 }
 
@@ -890,9 +892,9 @@ int tune_loop(struct tune_run *r)
                                      &again))
                 break;
             tune_say(r, TUNE_NOTE, "micro_batch=%ld and %ld differ by %.1f%%, within their "
-                                 "step-time spread (%.1f%%): measuring both again",
-                          again.best_micro, again.runner_micro, 100 * again.margin,
-                          100 * again.spread);
+                                   "step-time spread (%.1f%%): measuring both again",
+                     again.best_micro, again.runner_micro, 100 * again.margin,
+                     100 * again.spread);
             repeated = 1;
             continue;
         }
@@ -923,7 +925,7 @@ int tune_loop(struct tune_run *r)
         int stop = tune_job_finish(r, j, 0);
         if (!gpu_settle(r->gpu))
             tune_say(r, TUNE_NOTE, "warning: GPU memory did not return to its level before the "
-                                 "trial within 10s; the next trial may see less free memory");
+                                   "trial within 10s; the next trial may see less free memory");
         if (stop)
             break;
     }

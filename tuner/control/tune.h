@@ -94,6 +94,11 @@ struct tune_view {
     void (*trial_end)(void *ctx, const struct trial_result *r, double samples_per_s);
 };
 
+/** A line worded as printf would, handed to v->line (nothing when it is
+ *  NULL); "out of memory" when it cannot be worded. */
+void tune_view_say(const struct tune_view *v, enum tune_line kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /** Everything a trial needs from the controller, and what trials change. */
 struct tune_run {
     /* What the caller prepared and owns; the loop reads them, and writes

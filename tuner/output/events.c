@@ -1,6 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * events: the --events stream (see events.h).
+ * events: the --events stream (see events.h).  One process-wide stream:
+ * stdout for "-", else the file opened for appending (a FIFO a follower
+ * already reads works).  Each event is one jansson object, "event" and
+ * "t" (seconds on the monotonic clock since events_open) first, dumped
+ * compact on one line and flushed at once; emit takes ownership of the
+ * object, also when no stream is open.
  */
 #include "output/events.h"
 #include "util/mono.h"

@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cache: the warm-start file (see cache.h).
+ * cache: the warm-start file (see cache.h).  The key is FNV-1a over the
+ * command line with the content of each file it names (regular files up
+ * to 16 MiB: an edited script is searched afresh), CUDA_VISIBLE_DEVICES,
+ * the config's bytes, the GPUs' fingerprint, the batch grid and the
+ * world size.  The file is JSON under the cache directory,
+ * named by the key and holding it too; cache_load seeds each cell it
+ * lists into the space (its boundary, and the old choice with its
+ * measured neighbours) and ignores anything malformed or foreign.
+ * cache_save writes it atomically (afile_write).
  */
 #include "search/cache.h"
 

@@ -1,6 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * leftovers: sweeping up after runs that were killed (see leftovers.h).
+ * Each run writes "PID STARTTIME" into its scratch directory's owner
+ * file; a directory is another run's leftover when that process is gone
+ * or its start time differs (the pid was reused).  Trial copies of a
+ * config and temporary files of an unfinished atomic write carry their
+ * writer's pid in their names and go when no process has that pid, in
+ * each directory the run writes to, once per directory.  Only our own user's
+ * directories are touched, and never through a symbolic link.
  */
 #include "trial/leftovers.h"
 

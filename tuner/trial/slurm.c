@@ -352,14 +352,8 @@ static int slurm_exit_status(const char *job, const char *state, const char *cod
     return 1;
 }
 
-int slurm_follow(int argc, char **argv)
+int slurm_follow(const char *job, const char *out, const char *beat)
 {
-    if (argc != 5) {
-        fprintf(stderr, "autobatch: error: usage: autobatch __slurm-follow JOB OUTPUT HEARTBEAT "
-                        "(run by autobatch itself)\n");
-        return 2;
-    }
-    const char *job = argv[2], *out = argv[3], *beat = argv[4];
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = slurm_on_signal;

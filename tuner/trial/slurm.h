@@ -65,7 +65,13 @@ struct slurm_task {
 int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir, const char *name,
                        const char *gres, long minutes, const char *self, char *err, size_t errlen);
 
-/** `autobatch __slurm-follow JOB OUT BEAT`: see above.  Returns the exit status. */
-int slurm_follow(int argc, char **argv);
+/**
+ * The follower, `autobatch __slurm-follow JOB OUT BEAT` (see above): job
+ * the array task ("ID_i"), out its output file, beat the heartbeat file.
+ * Its stdout is the trial's output: the task's output copied as it grows,
+ * and its own "autobatch: slurm job ..." lines, which the trial runner
+ * reads like any other.  Returns the exit status.
+ */
+int slurm_follow(const char *job, const char *out, const char *beat);
 
 #endif

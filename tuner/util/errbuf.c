@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * errbuf: filling an error buffer (see errbuf.h).
+ * errbuf: filling an error buffer (see errbuf.h): vsnprintf into the
+ * caller's buffer, cut to fit, and nothing when the buffer is NULL or of
+ * size 0.
  */
 #include "util/errbuf.h"
 

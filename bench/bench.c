@@ -12,9 +12,9 @@
  * Compared: Lightning's scale_batch_size (power, binsearch), Accelerate's
  * find_executable_batch_size (x0.9 now, x0.5 before 2025), a DeepSpeed-
  * autotuning-style predictor, and autobatch's own search, driven through
- * tuner/search/space.c exactly as tuner/cli/main.c drives it.  bench/README.md says
- * how the curves, costs and ground truth are defined and what the
- * simulation leaves out.
+ * tuner/search/space.c exactly as tuner/control/tune.c drives it.
+ * bench/README.md says how the curves, costs and ground truth are defined
+ * and what the simulation leaves out.
  *
  * Usage: bench [--detail] [--check]
  *   --detail  one block per curve: every trial of every algorithm
@@ -628,10 +628,10 @@ static void alg_deepspeed(struct run *r, const struct curve *c)
 
 /*
  * The project's search through tuner/search/space.c, one cell in free mode,
- * driven like tuner/cli/main.c: space_next, run, space_record with the
- * memory figure the trial produced.  The choice mirrors ab_choose() with
+ * driven like tuner/control/tune.c: space_next, run, space_record with the
+ * memory figure the trial produced.  The choice mirrors choose_best() with
  * --headroom 0: the fastest measured fit; speeds within 1% of each other
- * are a tie that goes to the smaller measured memory.  Like ab_choose it
+ * are a tie that goes to the smaller measured memory.  Like choose_best it
  * looks at every fitting trial, including any fit above a failure.
  */
 static void alg_autobatch_as(struct run *r, const struct curve *c, const char *name,
@@ -643,7 +643,7 @@ static void alg_autobatch_as(struct run *r, const struct curve *c, const char *n
         .batch_min = 1, .batch_max = c->range_max, .batch_step = 1,
         .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1, .ckpt_on = joint,
         .ckpt_forced = 0, .global_batch = 0, .world_size = 1, .use_model = use_model,
-        .open_mid = g_figures == FIG_NONE, /* no NVML: main.c knows before the first trial */
+        .open_mid = g_figures == FIG_NONE, /* no NVML: the session knows before the first trial */
     };
     struct space sp;
     char err[256];

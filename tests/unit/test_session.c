@@ -293,7 +293,7 @@ static int fx_answer(struct fx *x, struct flags f)
     run.interrupt = f.interrupt;
     int status = session_answer(&x->s, &run, &x->view);
     assert_int_equal(x->s.res.exit_status, status);
-    assert_int_equal(x->s.res.interrupted, status == SESSION_EXIT_INTERRUPTED);
+    assert_int_equal(x->s.res.interrupted, status == AB_EXIT_INTERRUPTED);
     assert_true(x->s.res.wall_s >= 0);
     return status;
 }
@@ -307,19 +307,19 @@ static void test_exit_budget(void **state)
 {
     (void)state;
     struct fx *x = fx_armed(PLAIN);
-    assert_int_equal(fx_answer(x, (struct flags){ .budget_hit = 1 }), SESSION_EXIT_BUDGET);
+    assert_int_equal(fx_answer(x, (struct flags){ .budget_hit = 1 }), AB_EXIT_BUDGET);
     assert_int_equal(x->s.res.best, -1);
     fx_free(x);
 
     x = fx_armed(PLAIN);
     fx_trial(x, 1, TRIAL_OOM, 0, -1, -1);
-    assert_int_equal(fx_answer(x, (struct flags){ .budget_hit = 1 }), SESSION_EXIT_BUDGET);
+    assert_int_equal(fx_answer(x, (struct flags){ .budget_hit = 1 }), AB_EXIT_BUDGET);
     fx_free(x);
 
     x = fx_armed(PLAIN);
     long fit = fx_trial(x, 2, TRIAL_FIT, 20, -1, -1);
     fx_trial(x, 4, TRIAL_OOM, 0, -1, -1);
-    assert_int_equal(fx_answer(x, (struct flags){ .budget_hit = 1 }), SESSION_EXIT_OK);
+    assert_int_equal(fx_answer(x, (struct flags){ .budget_hit = 1 }), AB_EXIT_OK);
     assert_int_equal(x->s.res.best, fit);
     fx_free(x);
 }
@@ -332,13 +332,13 @@ static void test_exit_nothing_fits(void **state)
     struct fx *x = fx_armed(PLAIN);
     fx_trial(x, 1, TRIAL_OOM, 0, -1, -1);
     fx_trial(x, 4, TRIAL_OOM, 0, -1, -1);
-    assert_int_equal(fx_answer(x, (struct flags){ 0 }), SESSION_EXIT_NOTHING_FITS);
+    assert_int_equal(fx_answer(x, (struct flags){ 0 }), AB_EXIT_NOTHING_FITS);
     assert_int_equal(x->s.res.best, -1);
     assert_int_equal(x->s.res.runner_up, -1);
     fx_free(x);
 
     x = fx_armed(PLAIN);
-    assert_int_equal(fx_answer(x, (struct flags){ 0 }), SESSION_EXIT_NOTHING_FITS);
+    assert_int_equal(fx_answer(x, (struct flags){ 0 }), AB_EXIT_NOTHING_FITS);
     fx_free(x);
 }
 
@@ -350,13 +350,13 @@ static void test_exit_timeouts(void **state)
     (void)state;
     struct fx *x = fx_armed(PLAIN);
     fx_trial(x, 4, TRIAL_TIMEOUT, 0, -1, -1);
-    assert_int_equal(fx_answer(x, (struct flags){ .timeouts = 1 }), SESSION_EXIT_CRASH);
+    assert_int_equal(fx_answer(x, (struct flags){ .timeouts = 1 }), AB_EXIT_CRASH);
     fx_free(x);
 
     x = fx_armed(PLAIN);
     fx_trial(x, 2, TRIAL_FIT, 20, -1, -1);
     fx_trial(x, 4, TRIAL_TIMEOUT, 0, -1, -1);
-    assert_int_equal(fx_answer(x, (struct flags){ .timeouts = 1 }), SESSION_EXIT_OK);
+    assert_int_equal(fx_answer(x, (struct flags){ .timeouts = 1 }), AB_EXIT_OK);
     fx_free(x);
 }
 
@@ -368,18 +368,18 @@ static void test_exit_crash(void **state)
     struct fx *x = fx_armed(PLAIN);
     fx_trial(x, 2, TRIAL_FIT, 20, -1, -1);
     fx_trial(x, 4, TRIAL_CRASH, 0, -1, -1);
-    assert_int_equal(fx_answer(x, (struct flags){ .crashed = 1 }), SESSION_EXIT_CRASH);
+    assert_int_equal(fx_answer(x, (struct flags){ .crashed = 1 }), AB_EXIT_CRASH);
     fx_free(x);
 
     x = fx_armed(PLAIN);
     fx_trial(x, 4, TRIAL_CRASH, 0, -1, -1);
     assert_int_equal(fx_answer(x, (struct flags){ .crashed = 1, .budget_hit = 1 }),
-                     SESSION_EXIT_CRASH);
+                     AB_EXIT_CRASH);
     fx_free(x);
 
     x = fx_armed(PLAIN);
     fx_trial(x, 4, TRIAL_NO_STEPS, 0, -1, -1);
-    assert_int_equal(fx_answer(x, (struct flags){ .no_steps = 1 }), SESSION_EXIT_CRASH);
+    assert_int_equal(fx_answer(x, (struct flags){ .no_steps = 1 }), AB_EXIT_CRASH);
     fx_free(x);
 }
 
@@ -393,19 +393,19 @@ static void test_exit_interrupted(void **state)
     struct fx *x = fx_armed(PLAIN);
     fx_trial(x, 2, TRIAL_FIT, 20, -1, -1);
     assert_int_equal(fx_answer(x, (struct flags){ .crashed = 1, .interrupt = &sig }),
-                     SESSION_EXIT_INTERRUPTED);
+                     AB_EXIT_INTERRUPTED);
     assert_true(x->s.res.interrupted);
     fx_free(x);
 
     x = fx_armed(PLAIN);
     assert_int_equal(fx_answer(x, (struct flags){ .budget_hit = 1, .interrupt = &sig }),
-                     SESSION_EXIT_INTERRUPTED);
+                     AB_EXIT_INTERRUPTED);
     fx_free(x);
 
     sig = 0;
     x = fx_armed(PLAIN);
     fx_trial(x, 2, TRIAL_FIT, 20, -1, -1);
-    assert_int_equal(fx_answer(x, (struct flags){ .interrupt = &sig }), SESSION_EXIT_OK);
+    assert_int_equal(fx_answer(x, (struct flags){ .interrupt = &sig }), AB_EXIT_OK);
     assert_false(x->s.res.interrupted);
     fx_free(x);
 }
@@ -420,11 +420,11 @@ static void test_exit_fit_chosen(void **state)
     long slow = fx_trial(x, 2, TRIAL_FIT, 20, -1, -1);
     long fast = fx_trial(x, 4, TRIAL_FIT, 40, -1, -1);
     fx_trial(x, 8, TRIAL_OOM, 0, -1, -1);
-    assert_int_equal(fx_answer(x, (struct flags){ 0 }), SESSION_EXIT_OK);
+    assert_int_equal(fx_answer(x, (struct flags){ 0 }), AB_EXIT_OK);
     assert_int_equal(x->s.res.best, fast);
     assert_int_equal(x->s.res.runner_up, slow);
     assert_int_equal(x->s.res.trials[x->s.res.best].micro_batch, 4);
-    assert_int_equal(x->s.res.exit_status, SESSION_EXIT_OK);
+    assert_int_equal(x->s.res.exit_status, AB_EXIT_OK);
     assert_false(x->s.res.interrupted);
     /* the cell's boundary was collected */
     assert_int_equal(x->s.res.ncells, x->s.space.ncells);
@@ -443,7 +443,7 @@ static void test_exit_headroom_leaves_nothing(void **state)
                             "/bin/true");
     fx_trial(x, 4, TRIAL_FIT, 40, 950, -1);
     fx_trial(x, 8, TRIAL_OOM, 0, -1, 1000);
-    assert_int_equal(fx_answer(x, (struct flags){ 0 }), SESSION_EXIT_NOTHING_FITS);
+    assert_int_equal(fx_answer(x, (struct flags){ 0 }), AB_EXIT_NOTHING_FITS);
     assert_int_equal(x->s.res.best, -1);
     fx_free(x);
 }
@@ -455,7 +455,7 @@ static void test_exit_loop_status_kept(void **state)
     (void)state;
     struct fx *x = fx_armed(PLAIN);
     fx_trial(x, 2, TRIAL_FIT, 20, -1, -1);
-    assert_int_equal(fx_answer(x, (struct flags){ .status = TUNE_USAGE }), SESSION_EXIT_USAGE);
+    assert_int_equal(fx_answer(x, (struct flags){ .status = AB_EXIT_USAGE }), AB_EXIT_USAGE);
     fx_free(x);
 }
 

@@ -359,8 +359,8 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
             for (int k = 0; k < p->ngrad_accum; k++)
                 if (p->grad_accum[k] == v)
                     return cli_bad("--grad-accum '%s': %ld is listed twice", arg, v);
-            if (p->ngrad_accum == CLI_MAX_ACCUM)
-                return cli_bad("--grad-accum '%s': at most %d values", arg, CLI_MAX_ACCUM);
+            if (p->ngrad_accum == PLAN_MAX_ACCUM)
+                return cli_bad("--grad-accum '%s': at most %d values", arg, PLAN_MAX_ACCUM);
             p->grad_accum[p->ngrad_accum++] = v;
         }
         break;
@@ -398,8 +398,8 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
         p->config_path = arg;
         break;
     case O_KNOB:
-        if (p->nknob_specs == CLI_MAX_KNOBS)
-            return cli_bad("--knob given more than %d times", CLI_MAX_KNOBS);
+        if (p->nknob_specs == PLAN_MAX_KNOBS)
+            return cli_bad("--knob given more than %d times", PLAN_MAX_KNOBS);
         if (!strchr(arg, '='))
             return cli_bad("--knob '%s': expected NAME=WHERE, e.g. --knob micro_batch=train.batch_size",
                            arg);

@@ -6,10 +6,10 @@
  * trial), hand the trials to tune_loop (tuner/control/tune.h) with the
  * progress module as its view, take the session's answer, say it
  * (summary.c), write the choice back (tuner/control/writeback.h) and
- * the results and reports (subcmd_outputs_write).  Signals only set a
+ * the results and reports (outputs.c).  Signals only set a
  * flag that the loop reads.
  *
- * Exit statuses are those of DESIGN.md 2.4 (enum session_exit).
+ * Exit statuses are those of DESIGN.md 2.4 (enum ab_exit, control/exit.h).
  */
 #include <fcntl.h>
 #include <jansson.h>
@@ -20,6 +20,7 @@
 
 #include "cli/cli.h"
 #include "cli/dry_run.h"
+#include "cli/outputs.h"
 #include "cli/outq.h"
 #include "cli/per_model.h"
 #include "cli/progress.h"
@@ -29,7 +30,6 @@
 #include "control/tune.h"
 #include "control/writeback.h"
 #include "output/events.h"
-#include "util/afile.h"
 
 static volatile sig_atomic_t ab_interrupted;
 
@@ -43,7 +43,7 @@ static void ab_sanitize_fds(void)
 {
     for (int fd = 0; fd < 3; fd++)
         if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
-            _exit(SESSION_EXIT_USAGE);
+            _exit(AB_EXIT_USAGE);
 }
 
 static void ab_install_signals(void)
@@ -90,31 +90,16 @@ int main(int argc, char **argv)
     }
     struct plan plan;
     switch (cli_parse(argc, argv, &plan)) {
-    case CLI_DONE: return SESSION_EXIT_OK;
-    case CLI_USAGE: return SESSION_EXIT_USAGE;
+    case CLI_DONE: return AB_EXIT_OK;
+    case CLI_USAGE: return AB_EXIT_USAGE;
     case CLI_RUN: break;
     }
 
-    char err[512];
-    /* Export files are checked before the first trial, so a bad path fails
-     * in the first second and not after an hour of tuning. */
-    if (plan.json_path && strcmp(plan.json_path, "-") &&
-        afile_check_writable(plan.json_path, err, sizeof err)) {
-        cli_error("--json: %s; choose a writable path", err);
-        return SESSION_EXIT_USAGE;
-    }
-    if (plan.events_path && plan.json_path && !strcmp(plan.events_path, "-") &&
-        !strcmp(plan.json_path, "-")) {
-        cli_error("--events - and --json - both want stdout; send one of them to a file");
-        return SESSION_EXIT_USAGE;
-    }
-    if (plan.events_path && !plan.dry_run && events_open(plan.events_path, err, sizeof err)) {
-        cli_error("--events: %s; choose a writable path", err);
-        return SESSION_EXIT_USAGE;
-    }
+    /* The output files, checked before the first trial so that a bad path
+     * fails in the first second and not after an hour of tuning. */
     json_t *baseline = NULL;
-    if (subcmd_outputs_check(&plan, &baseline))
-        return SESSION_EXIT_USAGE;
+    if (outputs_check(&plan, &baseline))
+        return AB_EXIT_USAGE;
     struct progress pg;
     progress_init(&pg, plan.quiet, plan.show_output, plan.verbose);
     pg.budget_s = plan.budget_s;
@@ -129,14 +114,14 @@ int main(int argc, char **argv)
     if (opened == SESSION_OK && plan.dry_run) {
         int bad = dry_run_print(&s);
         session_close(&s);
-        return bad ? SESSION_EXIT_USAGE : SESSION_EXIT_OK;
+        return bad ? AB_EXIT_USAGE : AB_EXIT_OK;
     }
     if (opened == SESSION_OK)
         opened = session_arm(&s, &view);
     if (opened != SESSION_OK) {
         int status = opened == SESSION_SPLIT
                    ? per_model_run(argc, argv, &plan, &s.gpu, &ab_interrupted)
-                   : SESSION_EXIT_USAGE;
+                   : AB_EXIT_USAGE;
         session_close(&s);
         json_decref(baseline);
         return status;
@@ -148,7 +133,7 @@ int main(int argc, char **argv)
     if (tune_loop(&run)) {
         session_close(&s);
         json_decref(baseline);
-        return SESSION_EXIT_USAGE;
+        return AB_EXIT_USAGE;
     }
     int status = session_answer(&s, &run, &view);
 
@@ -156,12 +141,12 @@ int main(int argc, char **argv)
     FILE *say = plan.json_path && !strcmp(plan.json_path, "-") ? stderr : stdout;
     summary_say(say, &s, &run, status);
     struct results *res = &s.res;
-    if (res->best >= 0 && status == SESSION_EXIT_OK) {
+    if (res->best >= 0 && status == AB_EXIT_OK) {
         const struct results_trial *b = &res->trials[res->best];
         struct inject_candidate best = { b->micro_batch, b->grad_accum, b->checkpointing };
         struct writeback_out wo = { ab_writeback_line, say };
         if (writeback_choice(&plan, &s.setup, &s.ctx, &best, res, &wo))
-            status = res->exit_status = SESSION_EXIT_USAGE;
+            status = res->exit_status = AB_EXIT_USAGE;
     }
     fflush(say);
 
@@ -170,9 +155,9 @@ int main(int argc, char **argv)
     json_t *doc = results_to_json(res);
     if (!doc) {
         cli_error("cannot render the results: out of memory");
-        status = status == SESSION_EXIT_OK ? SESSION_EXIT_USAGE : status;
+        status = status == AB_EXIT_OK ? AB_EXIT_USAGE : status;
     } else {
-        status = subcmd_outputs_write(&plan, doc, baseline, status, &ab_interrupted);
+        status = outputs_write(&plan, doc, baseline, status, &ab_interrupted);
     }
     json_decref(doc);
     json_decref(baseline);

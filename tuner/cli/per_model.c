@@ -127,7 +127,7 @@ int per_model_run(int argc, char **argv, const struct plan *plan, const struct g
         if (rc) {
             strvec_release(&av);
             cli_error("out of memory");
-            return SESSION_EXIT_USAGE;
+            return AB_EXIT_USAGE;
         }
         fprintf(stderr, "autobatch: %s, %.1f GiB (GPUs %s): searched on its own%s\n", name,
                 (double)total / (1 << 30), list, plan->write ? " (--write left out: one choice "
@@ -148,8 +148,7 @@ int per_model_run(int argc, char **argv, const struct plan *plan, const struct g
                 kill(pid, SIGTERM);
             }
         }
-        int st = pid < 0 ? SESSION_EXIT_USAGE : WIFEXITED(ws) ? WEXITSTATUS(ws)
-                                                  : SESSION_EXIT_INTERRUPTED;
+        int st = pid < 0 ? AB_EXIT_USAGE : WIFEXITED(ws) ? WEXITSTATUS(ws) : AB_EXIT_INTERRUPTED;
         if (st && !status)
             status = st;
         if (*interrupted)

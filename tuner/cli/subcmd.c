@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * subcmd: config, report, matrix, notify and predict, and the end-of-run outputs
- * (see subcmd.h).
+ * subcmd: config, report, matrix, notify and predict (see subcmd.h).
+ * Each subcommand parses its own words, calls the library, and prints
+ * what it returns; report, matrix and notify share one option parser
+ * and one results loader.
  */
+#include "cli/cli.h"
+#include "control/exit.h"
+#include "cli/outputs.h"
 #include "cli/subcmd.h"
 #include "trial/slurm.h"
 
@@ -12,24 +17,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "util/afile.h"
-#include "output/baseline.h"
-#include "search/cache.h"
 #include "cfile.h"
 #include "devmem.h"
 #include "output/matrix.h"
 #include "output/report.h"
-#include "output/results.h"
-#include "search/guide.h"
 #include "search/predict.h"
 #include "util/units.h"
 #include "output/webhook.h"
-
-enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_REGRESSION = 6 };
 
 /* ------------------------------------------------------ config get/set */
 
@@ -116,26 +114,6 @@ static int subcmd_config(int argc, char **argv)
 
 /* -------------------------------------------------------- shared bits */
 
-/* Write text to path (see afile.h), or to stdout for NULL, "-" or
- * /dev/stdout (through our stdout stream, so it comes after what we have
- * printed there already). */
-static int subcmd_emit(const char *path, const char *text, size_t len)
-{
-    char err[512];
-    if (!path || !strcmp(path, "-") || !strcmp(path, "/dev/stdout")) {
-        if (fwrite(text, 1, len, stdout) != len || fflush(stdout)) {
-            cli_error("cannot write to stdout");
-            return -1;
-        }
-        return 0;
-    }
-    if (afile_write(path, text, len, err, sizeof err)) {
-        cli_error("%s", err);
-        return -1;
-    }
-    return 0;
-}
-
 static json_t *subcmd_load(const char *path)
 {
     json_error_t je;
@@ -206,7 +184,7 @@ static int subcmd_report(int argc, char **argv)
 {
     struct sub_opts o;
     enum report_format f = REPORT_MARKDOWN;
-    int rc = EXIT_USAGE;
+    int rc = AB_EXIT_USAGE;
     if (subcmd_parse(argc, argv, 2, &o, 0))
         goto out;
     if (o.nfiles != 1) {
@@ -224,8 +202,8 @@ static int subcmd_report(int argc, char **argv)
     size_t len = 0;
     if (report_render(doc, f, &text, &len, err, sizeof err))
         cli_error("%s: %s", o.files[0], err);
-    else if (!subcmd_emit(o.out, text, len))
-        rc = EXIT_OK;
+    else if (!outputs_emit(o.out, text, len))
+        rc = AB_EXIT_OK;
     free(text);
     json_decref(doc);
 out:
@@ -239,7 +217,7 @@ static int subcmd_matrix(int argc, char **argv)
 {
     struct sub_opts o;
     enum matrix_format f = MATRIX_MARKDOWN;
-    int rc = EXIT_USAGE;
+    int rc = AB_EXIT_USAGE;
     json_t **docs = NULL;
     if (subcmd_parse(argc, argv, 2, &o, 0))
         goto out;
@@ -262,8 +240,8 @@ static int subcmd_matrix(int argc, char **argv)
     if (matrix_render(docs, (const char *const *)o.files, (size_t)o.nfiles, f, &text, &len, err,
                       sizeof err))
         cli_error("%s", err);
-    else if (!subcmd_emit(o.out, text, len))
-        rc = EXIT_OK;
+    else if (!outputs_emit(o.out, text, len))
+        rc = AB_EXIT_OK;
     free(text);
 out:
     for (int i = 0; docs && i < o.nfiles; i++)
@@ -282,75 +260,10 @@ static void subcmd_on_signal(int sig)
     subcmd_cancel = sig;
 }
 
-/* The webhook spool: state, not cache (a cache may be wiped at any time).
- * legacy: where versions before 0.1.0 kept it, under the cache directory,
- * still flushed by autobatch notify. */
-static int subcmd_spool_dir(char *out, size_t len, int legacy)
-{
-    char dir[4000];
-    if (legacy ? cache_dir(dir, sizeof dir) : state_dir(dir, sizeof dir))
-        return -1;
-    snprintf(out, len, "%s/%s", dir, WEBHOOK_SPOOL_SUBDIR);
-    return 0;
-}
-
-static void subcmd_webhook_opts(struct webhook_opts *wo, const char *url, int insecure,
-                                const volatile sig_atomic_t *cancel)
-{
-    webhook_opts_default(wo);
-    wo->url = url;
-    const char *secret = getenv(WEBHOOK_ENV_SECRET);
-    wo->secret = secret && *secret ? secret : NULL;
-    wo->insecure = insecure;
-    wo->cancel = cancel;
-}
-
-/* Post doc; on failure warn and spool.  Returns 0 when delivered. */
-static int subcmd_post(const json_t *doc, const char *url, const char *format, int insecure,
-                       const volatile sig_atomic_t *cancel)
-{
-    char err[512], shown[512];
-    enum webhook_format f = WEBHOOK_GENERIC;
-    if (format && webhook_format_parse(format, &f)) {
-        cli_error("--webhook-format '%s': use generic, slack, discord or teams", format);
-        return -1;
-    }
-    webhook_url_redact(url, shown, sizeof shown);
-    if (insecure)
-        fprintf(stderr, "autobatch: WARNING: --webhook-insecure: the TLS certificate of '%s' is "
-                        "NOT verified; anyone on the path can read and change this delivery\n",
-                shown);
-    char *body = NULL;
-    size_t len = 0;
-    if (webhook_payload(doc, f, &body, &len, err, sizeof err)) {
-        fprintf(stderr, "autobatch: warning: webhook: %s\n", err);
-        return -1;
-    }
-    struct webhook_opts wo;
-    struct webhook_result wr;
-    subcmd_webhook_opts(&wo, url, insecure, cancel);
-    int rc = webhook_send(&wo, body, len, &wr, err, sizeof err);
-    if (rc) {
-        char dir[4096], serr[512];
-        fprintf(stderr, "autobatch: warning: webhook '%s' not delivered: %s\n", shown, err);
-        if (wr.permanent)
-            fprintf(stderr, "autobatch: the server refused it (HTTP %ld); not kept for later\n",
-                    wr.last_status);
-        else if (subcmd_spool_dir(dir, sizeof dir, 0) ||
-                 webhook_spool_save_delivery(dir, url, body, len, wr.delivery_id, serr, sizeof serr))
-            fprintf(stderr, "autobatch: warning: could not keep it for later either: %s\n",
-                    subcmd_spool_dir(dir, sizeof dir, 0) ? "no state directory (set HOME)" : serr);
-        else
-            fprintf(stderr, "autobatch: kept in '%s'; 'autobatch notify RESULTS' sends it later\n", dir);
-    }
-    free(body);
-    return rc;
-}
-
 static int subcmd_notify(int argc, char **argv)
 {
     struct sub_opts o;
-    int rc = EXIT_USAGE;
+    int rc = AB_EXIT_USAGE;
     if (subcmd_parse(argc, argv, 2, &o, 1))
         goto out;
     const char *url = o.webhook ? o.webhook : getenv(WEBHOOK_ENV_URL);
@@ -366,12 +279,12 @@ static int subcmd_notify(int argc, char **argv)
     }
     signal(SIGINT, subcmd_on_signal);
     signal(SIGTERM, subcmd_on_signal);
-    rc = EXIT_OK;
+    rc = AB_EXIT_OK;
     if (o.nfiles == 1) {
         json_t *doc = subcmd_load(o.files[0]);
         if (!doc)
-            rc = EXIT_USAGE;
-        else if (subcmd_post(doc, url, o.webhook_format, o.insecure, &subcmd_cancel))
+            rc = AB_EXIT_USAGE;
+        else if (outputs_post(doc, url, o.webhook_format, o.insecure, &subcmd_cancel))
             rc = 1;
         json_decref(doc);
     }
@@ -380,10 +293,10 @@ static int subcmd_notify(int argc, char **argv)
     for (int legacy = 0; legacy < 2; legacy++) {
         int sent = 0, left = 0;
         struct stat st;
-        if (subcmd_spool_dir(dir, sizeof dir, legacy) || (legacy && stat(dir, &st)))
+        if (outputs_spool_dir(dir, sizeof dir, legacy) || (legacy && stat(dir, &st)))
             continue;
         struct webhook_opts wo;
-        subcmd_webhook_opts(&wo, url, o.insecure, &subcmd_cancel);
+        outputs_webhook_opts(&wo, url, o.insecure, &subcmd_cancel);
         if (webhook_spool_flush(dir, &wo, o.webhook, &sent, &left, err, sizeof err) && left) {
             fprintf(stderr, "autobatch: %d kept deliveries still not sent: %s\n", left, err);
             rc = rc ? rc : 1;
@@ -398,117 +311,6 @@ out:
 }
 
 /* ------------------------------------------------------------ outputs */
-
-int subcmd_outputs_check(const struct plan *plan, json_t **baseline)
-{
-    char err[512];
-    const char *paths[] = { plan->markdown_path, plan->junit_path, plan->html_path };
-    const char *names[] = { "--markdown", "--junit", "--html" };
-    for (size_t i = 0; i < 3; i++) {
-        if (paths[i] && strcmp(paths[i], "-") && afile_check_writable(paths[i], err, sizeof err)) {
-            cli_error("%s: %s; choose a writable path", names[i], err);
-            return EXIT_USAGE;
-        }
-    }
-    *baseline = NULL;
-    if (plan->baseline_path && !(*baseline = baseline_load(plan->baseline_path, err, sizeof err))) {
-        cli_error("--baseline: %s; give a results file written by --json", err);
-        return EXIT_USAGE;
-    }
-    if (plan->webhook_url && strncasecmp(plan->webhook_url, "https://", 8) &&
-        strncasecmp(plan->webhook_url, "http://", 7)) {
-        cli_error("--webhook: only http:// and https:// URLs are posted to; check the URL");
-        return EXIT_USAGE;
-    }
-    enum webhook_format f;
-    if (plan->webhook_url && webhook_format_parse(plan->webhook_format, &f)) {
-        cli_error("--webhook-format '%s': use generic, slack, discord or teams", plan->webhook_format);
-        return EXIT_USAGE;
-    }
-    return EXIT_OK;
-}
-
-/* Append the Markdown summary to $GITHUB_STEP_SUMMARY, within GitHub's
- * 1 MiB per step (counting what the step already wrote). */
-static void subcmd_step_summary(const json_t *doc)
-{
-    const char *path = getenv("GITHUB_STEP_SUMMARY");
-    if (!path || !*path)
-        return;
-    struct stat st;
-    size_t used = !stat(path, &st) && st.st_size > 0 ? (size_t)st.st_size : 0;
-    if (used + 1024 >= REPORT_STEP_SUMMARY_LIMIT) {
-        fprintf(stderr, "autobatch: warning: $GITHUB_STEP_SUMMARY is full; summary not added\n");
-        return;
-    }
-    char *text = NULL, err[512];
-    size_t len = 0;
-    if (report_summary_markdown(doc, REPORT_STEP_SUMMARY_LIMIT - used - 1, &text, &len, err,
-                                sizeof err)) {
-        fprintf(stderr, "autobatch: warning: step summary: %s\n", err);
-        return;
-    }
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    ssize_t w = fd >= 0 ? write(fd, text, len) : -1;
-    if (fd < 0 || w != (ssize_t)len)
-        fprintf(stderr, "autobatch: warning: cannot append to $GITHUB_STEP_SUMMARY '%s'\n", path);
-    if (fd >= 0)
-        close(fd);
-    free(text);
-}
-
-int subcmd_outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, int status,
-                         const volatile sig_atomic_t *cancel)
-{
-    char err[512];
-    if (baseline) {
-        int reg = baseline_compare(doc, baseline, plan->baseline_path, plan->regression_threshold,
-                                   err, sizeof err);
-        json_t *changes = json_object_get(json_object_get(doc, "baseline"), "changes");
-        size_t i;
-        json_t *c;
-        json_array_foreach(changes, i, c)
-            fprintf(stderr, "autobatch: baseline: %s%s\n",
-                    json_is_true(json_object_get(c, "regression")) ? "REGRESSION: " : "",
-                    json_string_value(json_object_get(c, "text")));
-        if (reg < 0)
-            fprintf(stderr, "autobatch: warning: --baseline: %s\n", err);
-        if (reg == 1 && status == EXIT_OK)
-            status = EXIT_REGRESSION;
-        json_object_set_new(json_object_get(doc, "summary"), "exit", json_integer(status));
-    }
-    if (plan->json_path && results_write_json(doc, plan->json_path, err, sizeof err)) {
-        cli_error("%s", err);
-        if (status == EXIT_OK)
-            status = EXIT_USAGE;
-    }
-    const char *paths[] = { plan->markdown_path, plan->junit_path, plan->html_path };
-    enum report_format fmts[] = { REPORT_MARKDOWN, REPORT_JUNIT, REPORT_HTML };
-    for (size_t k = 0; k < 3; k++) {
-        if (!paths[k])
-            continue;
-        char *text = NULL;
-        size_t len = 0;
-        if (report_render(doc, fmts[k], &text, &len, err, sizeof err)) {
-            cli_error("%s report: %s", report_format_name(fmts[k]), err);
-            if (status == EXIT_OK)
-                status = EXIT_USAGE;
-        } else if (subcmd_emit(paths[k], text, len) && status == EXIT_OK) {
-            status = EXIT_USAGE;
-        }
-        free(text);
-    }
-    subcmd_step_summary(doc);
-    if (plan->webhook_url) {
-        if (webhook_global_init(err, sizeof err))
-            fprintf(stderr, "autobatch: warning: webhook: %s\n", err);
-        else {
-            subcmd_post(doc, plan->webhook_url, plan->webhook_format, plan->webhook_insecure, cancel);
-            webhook_global_cleanup();
-        }
-    }
-    return status;
-}
 
 /* ------------------------------------------------------------ predict */
 
@@ -575,7 +377,7 @@ static int subcmd_predict(int argc, char **argv)
             *slot = argv[++i];
         } else if (slot || argv[i][0] == '-' || dir) {
             cli_error(PREDICT_USAGE);
-            return EXIT_USAGE;
+            return AB_EXIT_USAGE;
         } else {
             dir = argv[i];
         }
@@ -584,37 +386,37 @@ static int subcmd_predict(int argc, char **argv)
     long min = 1, max = 1024, step = 1;
     if (!dir || !cap_s) {
         cli_error(PREDICT_USAGE ", e.g. autobatch predict traces --capacity 24G");
-        return EXIT_USAGE;
+        return AB_EXIT_USAGE;
     }
     if (units_size(cap_s, &cap) || cap == 0 || cap > (uint64_t)INT64_MAX) {
         cli_error("--capacity '%s': a size such as 24G or 800000K", cap_s);
-        return EXIT_USAGE;
+        return AB_EXIT_USAGE;
     }
     if (batch_s && cli_batch_range(batch_s, &min, &max, &step))
-        return EXIT_USAGE;
+        return AB_EXIT_USAGE;
     long gpu = -1;
     char *end;
     if (gpu_s && (gpu = strtol(gpu_s, &end, 10), *end || end == gpu_s || gpu < 0 || gpu > 1023)) {
         cli_error("--gpu '%s': a GPU number such as 0", gpu_s);
-        return EXIT_USAGE;
+        return AB_EXIT_USAGE;
     }
     struct predict_cell cells[64];
     long ncells = predict_scan(dir, cells, sizeof cells / sizeof *cells);
     if (ncells < 0) {
         cli_error("cannot read '%s': %s; give the directory of --keep-traces", dir, strerror(errno));
-        return EXIT_USAGE;
+        return AB_EXIT_USAGE;
     }
     if (!ncells) {
         cli_error("no traces in '%s' (files named accum1-ckptoff-b2.txt, as --keep-traces "
                   "writes them)", dir);
-        return EXIT_USAGE;
+        return AB_EXIT_USAGE;
     }
     struct devmem_ops ops = { 0 };
     if (gpu >= 0) {
         char err[512];
         if (devmem_cuda_open((int)gpu, &ops, err, sizeof err)) {
             cli_error("--gpu %ld: %s", gpu, err);
-            return EXIT_USAGE;
+            return AB_EXIT_USAGE;
         }
     }
     int predicted = 0;
@@ -625,7 +427,7 @@ static int subcmd_predict(int argc, char **argv)
         predicted += a.ok;
     }
     devmem_cuda_close(&ops);
-    return predicted ? EXIT_OK : EXIT_USAGE;
+    return predicted ? AB_EXIT_OK : AB_EXIT_USAGE;
 }
 
 int subcmd_dispatch(int argc, char **argv)
@@ -644,7 +446,7 @@ int subcmd_dispatch(int argc, char **argv)
         if (argc != 5) {
             cli_error("usage: autobatch __slurm-follow JOB OUTPUT HEARTBEAT (run by autobatch "
                       "itself)");
-            return EXIT_USAGE;
+            return AB_EXIT_USAGE;
         }
         return slurm_follow(argv[2], argv[3], argv[4]);
     }

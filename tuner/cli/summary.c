@@ -107,7 +107,7 @@ void summary_say(FILE *say, const struct session *s, const struct tune_run *run,
             snprintf(rate, sizeof rate, ", %.1f %s/s", results_speed(res, b), unit);
         fprintf(say, "autobatch: %s micro_batch=%ld grad_accum=%ld checkpointing=%s%s "
                      "(%zu trials, %.1fs)%s\n",
-                status == SESSION_EXIT_OK ? "best:" : "best so far:", b->micro_batch,
+                status == AB_EXIT_OK ? "best:" : "best so far:", b->micro_batch,
                 b->grad_accum, b->checkpointing ? "on" : "off", rate, res->ntrials, res->wall_s,
                 bounded ? "; the top of --batch fitted, raise MAX to look further" : "");
         summary_runner_up(say, res, unit);
@@ -115,22 +115,22 @@ void summary_say(FILE *say, const struct session *s, const struct tune_run *run,
         summary_effective_batch(say, plan, &s->setup, b);
         if (run->budget_hit)
             fprintf(say, "autobatch: --budget ran out; the search was not finished\n");
-    } else if (status == SESSION_EXIT_NOTHING_FITS && any_fit) {
+    } else if (status == AB_EXIT_NOTHING_FITS && any_fit) {
         fprintf(stderr, "autobatch: every configuration that fits uses more than %.0f%% of "
                         "device memory; lower --headroom\n", 100 * (1 - plan->headroom));
         summary_headroom(stderr, res, &s->space, &s->gpu, plan->headroom, unit);
-    } else if (status == SESSION_EXIT_NOTHING_FITS) {
+    } else if (status == AB_EXIT_NOTHING_FITS) {
         fprintf(stderr, "autobatch: nothing fits: the smallest candidate ran out of memory; lower "
                         "the model's memory use or try --checkpointing on\n");
-    } else if (status == SESSION_EXIT_CRASH && run->no_steps) {
+    } else if (status == AB_EXIT_CRASH && run->no_steps) {
         /* said when it happened */
-    } else if (status == SESSION_EXIT_CRASH && !run->crashed) {
+    } else if (status == AB_EXIT_CRASH && !run->crashed) {
         fprintf(stderr, "autobatch: micro_batch=%ld never finished a trial (timeout or hang), so "
                         "this is not a memory limit; raise --trial-timeout/--hang-timeout or "
                         "check the command\n", plan->batch_min);
-    } else if (status == SESSION_EXIT_BUDGET) {
+    } else if (status == AB_EXIT_BUDGET) {
         fprintf(stderr, "autobatch: --budget ran out before any candidate fitted; raise it\n");
-    } else if (status == SESSION_EXIT_INTERRUPTED) {
+    } else if (status == AB_EXIT_INTERRUPTED) {
         fprintf(stderr, "autobatch: interrupted; every trial process is gone\n");
     }
 }

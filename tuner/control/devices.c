@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "control/devices.h"
-#include "cli/cli.h"
+#include "control/plan.h"
 #include "trial/gpu.h"
 #include "trial/slurm.h"
 

@@ -366,16 +366,16 @@ static int session_exit(const struct session *s, const struct tune_run *run)
     for (size_t i = 0; i < res->ntrials; i++)
         any_fit |= res->trials[i].outcome == TRIAL_FIT;
     if (run->interrupt && *run->interrupt)
-        return SESSION_EXIT_INTERRUPTED;
+        return AB_EXIT_INTERRUPTED;
     if (run->crashed || run->no_steps)
-        return SESSION_EXIT_CRASH;
+        return AB_EXIT_CRASH;
     if (!any_fit && run->budget_hit)
-        return SESSION_EXIT_BUDGET;
+        return AB_EXIT_BUDGET;
     if (!any_fit)
-        return run->timeouts ? SESSION_EXIT_CRASH : SESSION_EXIT_NOTHING_FITS;
+        return run->timeouts ? AB_EXIT_CRASH : AB_EXIT_NOTHING_FITS;
     if (res->best < 0)
-        return SESSION_EXIT_NOTHING_FITS; /* fits exist, but none leaves the headroom */
-    return SESSION_EXIT_OK;
+        return AB_EXIT_NOTHING_FITS; /* fits exist, but none leaves the headroom */
+    return AB_EXIT_OK;
 }
 
 int session_answer(struct session *s, const struct tune_run *run, const struct tune_view *v)
@@ -411,8 +411,8 @@ int session_answer(struct session *s, const struct tune_run *run, const struct t
     int status = run->status ? run->status : session_exit(s, run);
     res->wall_s = mono_now() - run->t0;
     res->exit_status = status;
-    res->interrupted = status == SESSION_EXIT_INTERRUPTED;
-    if (status == SESSION_EXIT_OK && !plan->no_cache) {
+    res->interrupted = status == AB_EXIT_INTERRUPTED;
+    if (status == AB_EXIT_OK && !plan->no_cache) {
         const struct results_trial *b = res->best >= 0 ? &res->trials[res->best] : NULL;
         cache_save(&s->ck, &s->space, b ? b->grad_accum : 0, b ? b->checkpointing : 0,
                    b ? b->micro_batch : -1);

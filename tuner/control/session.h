@@ -22,7 +22,7 @@
  *      searches each apart (cli/per_model.c) and nothing else is run.
  *   4. session_tune(&s, &run): a struct tune_run over s, for tune_loop.
  *   5. session_answer(&s, &run, &view): the choice among the fits, the
- *      run's exit status (DESIGN.md 2.4), the cache saved.
+ *      run's exit status (DESIGN.md 2.4, control/exit.h), the cache saved.
  *   6. session_close(&s), after any of the above, also a failed one.
  * s must not move between session_open and session_close (its parts
  * point at each other).  The plan is the caller's and outlives s;
@@ -34,6 +34,7 @@
 #include <limits.h>
 #include <signal.h>
 
+#include "control/exit.h"
 #include "control/setup.h"
 #include "control/tune.h"
 #include "output/results.h"
@@ -45,24 +46,10 @@
 #include "oom.h"
 #include "trainlog.h"
 
-/** The exit statuses of DESIGN.md 2.4. */
-enum session_exit {
-    SESSION_EXIT_OK = 0,
-    /** bad input, a trial that could not start, or --write refused
-     *  because the config changed during the run in a value the choice
-     *  sets (nothing was written) */
-    SESSION_EXIT_USAGE = TUNE_USAGE,
-    SESSION_EXIT_NOTHING_FITS = 3,
-    SESSION_EXIT_CRASH = 4,
-    SESSION_EXIT_BUDGET = 5,
-    SESSION_EXIT_REGRESSION = 6, /**< set by the baseline gate (cli/subcmd.c) */
-    SESSION_EXIT_INTERRUPTED = 130,
-};
-
 /** What session_open and session_arm return. */
 enum session_status {
     SESSION_OK = 0,
-    SESSION_BAD,    /**< an error line was said: exit SESSION_EXIT_USAGE */
+    SESSION_BAD,    /**< an error line was said: exit AB_EXIT_USAGE */
     SESSION_SPLIT,  /**< several GPU models: search each apart */
 };
 

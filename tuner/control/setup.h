@@ -28,7 +28,7 @@
 #include <stddef.h>
 
 #include "cfile.h"
-#include "cli/cli.h"
+#include "control/plan.h"
 #include "preset.h"
 #include "trainlog.h"
 

@@ -11,9 +11,10 @@
  * It prints nothing: what happens as it happens (a trial's start, its
  * output and steps, its end, a note, an error) goes to the struct
  * tune_view it is handed, which the command line draws (progress_view,
- * tuner/cli/progress.h) and a test records.  tuner/cli/main.c prepares
- * everything a run needs (the plan, the set-up, the space, the results,
- * the GPUs) and words the answer.
+ * tuner/cli/progress.h) and a test records.  The session
+ * (tuner/control/session.h) prepares everything a run needs (the set-up,
+ * the space, the results, the GPUs) and builds the run (session_tune);
+ * the parts of the loop share tuner/control/tune_int.h.
  *
  * Life cycle:
  *   1. The caller fills a struct tune_run: the pointers to what it owns
@@ -32,6 +33,8 @@
 #include <signal.h>
 #include <stddef.h>
 
+#include "control/exit.h"
+
 struct plan;
 struct setup;
 struct inject_ctx;
@@ -45,8 +48,6 @@ struct trial_spec;
 struct trial_opts;
 struct trial_result;
 
-/** The exit status of bad input or a trial that could not start (main's AB_USAGE). */
-#define TUNE_USAGE 2
 
 /** One group of GPUs a trial runs on (--gpus). */
 struct tune_slot {
@@ -124,7 +125,7 @@ struct tune_run {
      *  run trial_run in their workers. */
     tune_trial_fn *run_trial;
     void *trial_ctx;             /**< run_trial's ctx */
-    /* What the trials did: the last trial's id, TUNE_USAGE or 0, and why
+    /* What the trials did: the last trial's id, AB_EXIT_USAGE or 0, and why
      * the loop stopped. */
     long id;
     int status, budget_hit, crashed, timeouts, no_steps;

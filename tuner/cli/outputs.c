@@ -1,0 +1,241 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * outputs: what a tuning run ends with (outputs.h), moved out of
+ * subcmd.c and main.c.  outputs_check refuses before the first trial
+ * what would fail at the end (a results or report path that cannot be
+ * written, --events and --json both on stdout, a baseline that does not
+ * load, a webhook URL or format that is not one) and opens the --events
+ * stream.  outputs_write
+ * applies the baseline gate to the results document, writes --json and
+ * each report rendered from the document alone, appends the Markdown
+ * summary to $GITHUB_STEP_SUMMARY within GitHub's limit, and posts the
+ * webhook; a webhook that cannot be delivered is kept in the spool for
+ * `autobatch notify`, and never changes the exit status.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "control/exit.h"
+#include "cli/outputs.h"
+#include "output/baseline.h"
+#include "output/events.h"
+#include "output/report.h"
+#include "output/results.h"
+#include "search/cache.h"
+#include "util/afile.h"
+
+/* Write text to path (see afile.h), or to stdout for NULL, "-" or
+ * /dev/stdout (through our stdout stream, so it comes after what we have
+ * printed there already). */
+int outputs_emit(const char *path, const char *text, size_t len)
+{
+    char err[512];
+    if (!path || !strcmp(path, "-") || !strcmp(path, "/dev/stdout")) {
+        if (fwrite(text, 1, len, stdout) != len || fflush(stdout)) {
+            cli_error("cannot write to stdout");
+            return -1;
+        }
+        return 0;
+    }
+    if (afile_write(path, text, len, err, sizeof err)) {
+        cli_error("%s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* The webhook spool: state, not cache (a cache may be wiped at any time).
+ * legacy: where versions before 0.1.0 kept it, under the cache directory,
+ * still flushed by autobatch notify. */
+int outputs_spool_dir(char *out, size_t len, int legacy)
+{
+    char dir[4000];
+    if (legacy ? cache_dir(dir, sizeof dir) : state_dir(dir, sizeof dir))
+        return -1;
+    snprintf(out, len, "%s/%s", dir, WEBHOOK_SPOOL_SUBDIR);
+    return 0;
+}
+
+void outputs_webhook_opts(struct webhook_opts *wo, const char *url, int insecure,
+                                const volatile sig_atomic_t *cancel)
+{
+    webhook_opts_default(wo);
+    wo->url = url;
+    const char *secret = getenv(WEBHOOK_ENV_SECRET);
+    wo->secret = secret && *secret ? secret : NULL;
+    wo->insecure = insecure;
+    wo->cancel = cancel;
+}
+
+/* Post doc; on failure warn and spool.  Returns 0 when delivered. */
+int outputs_post(const json_t *doc, const char *url, const char *format, int insecure,
+                       const volatile sig_atomic_t *cancel)
+{
+    char err[512], shown[512];
+    enum webhook_format f = WEBHOOK_GENERIC;
+    if (format && webhook_format_parse(format, &f)) {
+        cli_error("--webhook-format '%s': use generic, slack, discord or teams", format);
+        return -1;
+    }
+    webhook_url_redact(url, shown, sizeof shown);
+    if (insecure)
+        fprintf(stderr, "autobatch: WARNING: --webhook-insecure: the TLS certificate of '%s' is "
+                        "NOT verified; anyone on the path can read and change this delivery\n",
+                shown);
+    char *body = NULL;
+    size_t len = 0;
+    if (webhook_payload(doc, f, &body, &len, err, sizeof err)) {
+        fprintf(stderr, "autobatch: warning: webhook: %s\n", err);
+        return -1;
+    }
+    struct webhook_opts wo;
+    struct webhook_result wr;
+    outputs_webhook_opts(&wo, url, insecure, cancel);
+    int rc = webhook_send(&wo, body, len, &wr, err, sizeof err);
+    if (rc) {
+        char dir[4096], serr[512];
+        fprintf(stderr, "autobatch: warning: webhook '%s' not delivered: %s\n", shown, err);
+        if (wr.permanent)
+            fprintf(stderr, "autobatch: the server refused it (HTTP %ld); not kept for later\n",
+                    wr.last_status);
+        else if (outputs_spool_dir(dir, sizeof dir, 0) ||
+                 webhook_spool_save_delivery(dir, url, body, len, wr.delivery_id, serr, sizeof serr))
+            fprintf(stderr, "autobatch: warning: could not keep it for later either: %s\n",
+                    outputs_spool_dir(dir, sizeof dir, 0) ? "no state directory (set HOME)" : serr);
+        else
+            fprintf(stderr, "autobatch: kept in '%s'; 'autobatch notify RESULTS' sends it later\n", dir);
+    }
+    free(body);
+    return rc;
+}
+
+int outputs_check(const struct plan *plan, json_t **baseline)
+{
+    char err[512];
+    *baseline = NULL;
+    if (plan->json_path && strcmp(plan->json_path, "-") &&
+        afile_check_writable(plan->json_path, err, sizeof err)) {
+        cli_error("--json: %s; choose a writable path", err);
+        return AB_EXIT_USAGE;
+    }
+    if (plan->events_path && plan->json_path && !strcmp(plan->events_path, "-") &&
+        !strcmp(plan->json_path, "-")) {
+        cli_error("--events - and --json - both want stdout; send one of them to a file");
+        return AB_EXIT_USAGE;
+    }
+    if (plan->events_path && !plan->dry_run && events_open(plan->events_path, err, sizeof err)) {
+        cli_error("--events: %s; choose a writable path", err);
+        return AB_EXIT_USAGE;
+    }
+    const char *paths[] = { plan->markdown_path, plan->junit_path, plan->html_path };
+    const char *names[] = { "--markdown", "--junit", "--html" };
+    for (size_t i = 0; i < 3; i++) {
+        if (paths[i] && strcmp(paths[i], "-") && afile_check_writable(paths[i], err, sizeof err)) {
+            cli_error("%s: %s; choose a writable path", names[i], err);
+            return AB_EXIT_USAGE;
+        }
+    }
+    if (plan->baseline_path && !(*baseline = baseline_load(plan->baseline_path, err, sizeof err))) {
+        cli_error("--baseline: %s; give a results file written by --json", err);
+        return AB_EXIT_USAGE;
+    }
+    if (plan->webhook_url && strncasecmp(plan->webhook_url, "https://", 8) &&
+        strncasecmp(plan->webhook_url, "http://", 7)) {
+        cli_error("--webhook: only http:// and https:// URLs are posted to; check the URL");
+        return AB_EXIT_USAGE;
+    }
+    enum webhook_format f;
+    if (plan->webhook_url && webhook_format_parse(plan->webhook_format, &f)) {
+        cli_error("--webhook-format '%s': use generic, slack, discord or teams", plan->webhook_format);
+        return AB_EXIT_USAGE;
+    }
+    return AB_EXIT_OK;
+}
+
+/* Append the Markdown summary to $GITHUB_STEP_SUMMARY, within GitHub's
+ * 1 MiB per step (counting what the step already wrote). */
+static void outputs_step_summary(const json_t *doc)
+{
+    const char *path = getenv("GITHUB_STEP_SUMMARY");
+    if (!path || !*path)
+        return;
+    struct stat st;
+    size_t used = !stat(path, &st) && st.st_size > 0 ? (size_t)st.st_size : 0;
+    if (used + 1024 >= REPORT_STEP_SUMMARY_LIMIT) {
+        fprintf(stderr, "autobatch: warning: $GITHUB_STEP_SUMMARY is full; summary not added\n");
+        return;
+    }
+    char *text = NULL, err[512];
+    size_t len = 0;
+    if (report_summary_markdown(doc, REPORT_STEP_SUMMARY_LIMIT - used - 1, &text, &len, err,
+                                sizeof err)) {
+        fprintf(stderr, "autobatch: warning: step summary: %s\n", err);
+        return;
+    }
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    ssize_t w = fd >= 0 ? write(fd, text, len) : -1;
+    if (fd < 0 || w != (ssize_t)len)
+        fprintf(stderr, "autobatch: warning: cannot append to $GITHUB_STEP_SUMMARY '%s'\n", path);
+    if (fd >= 0)
+        close(fd);
+    free(text);
+}
+
+int outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, int status,
+                         const volatile sig_atomic_t *cancel)
+{
+    char err[512];
+    if (baseline) {
+        int reg = baseline_compare(doc, baseline, plan->baseline_path, plan->regression_threshold,
+                                   err, sizeof err);
+        json_t *changes = json_object_get(json_object_get(doc, "baseline"), "changes");
+        size_t i;
+        json_t *c;
+        json_array_foreach(changes, i, c)
+            fprintf(stderr, "autobatch: baseline: %s%s\n",
+                    json_is_true(json_object_get(c, "regression")) ? "REGRESSION: " : "",
+                    json_string_value(json_object_get(c, "text")));
+        if (reg < 0)
+            fprintf(stderr, "autobatch: warning: --baseline: %s\n", err);
+        if (reg == 1 && status == AB_EXIT_OK)
+            status = AB_EXIT_REGRESSION;
+        json_object_set_new(json_object_get(doc, "summary"), "exit", json_integer(status));
+    }
+    if (plan->json_path && results_write_json(doc, plan->json_path, err, sizeof err)) {
+        cli_error("%s", err);
+        if (status == AB_EXIT_OK)
+            status = AB_EXIT_USAGE;
+    }
+    const char *paths[] = { plan->markdown_path, plan->junit_path, plan->html_path };
+    enum report_format fmts[] = { REPORT_MARKDOWN, REPORT_JUNIT, REPORT_HTML };
+    for (size_t k = 0; k < 3; k++) {
+        if (!paths[k])
+            continue;
+        char *text = NULL;
+        size_t len = 0;
+        if (report_render(doc, fmts[k], &text, &len, err, sizeof err)) {
+            cli_error("%s report: %s", report_format_name(fmts[k]), err);
+            if (status == AB_EXIT_OK)
+                status = AB_EXIT_USAGE;
+        } else if (outputs_emit(paths[k], text, len) && status == AB_EXIT_OK) {
+            status = AB_EXIT_USAGE;
+        }
+        free(text);
+    }
+    outputs_step_summary(doc);
+    if (plan->webhook_url) {
+        if (webhook_global_init(err, sizeof err))
+            fprintf(stderr, "autobatch: warning: webhook: %s\n", err);
+        else {
+            outputs_post(doc, plan->webhook_url, plan->webhook_format, plan->webhook_insecure, cancel);
+            webhook_global_cleanup();
+        }
+    }
+    return status;
+}

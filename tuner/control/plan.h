@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * plan: one run as the user asked for it, parsed from the command line
+ * (cli_parse, tuner/cli/cli.h) and read by every layer below it: the
+ * session and its checks, the search space, the loop, the outputs.  Data
+ * only: no calls, nothing owned (the strings point into argv or the
+ * environment and live as long as the process).  setup_load may fill the
+ * batch range from the preset when --batch was not given; nothing else
+ * writes it after parsing.
+ */
+#ifndef AB_PLAN_H
+#define AB_PLAN_H
+
+#include <stdint.h>
+
+#define PLAN_MAX_KNOBS 8
+#define PLAN_MAX_ACCUM 32
+
+struct plan {
+    const char *preset_name;  /**< a built-in name, "auto", or a file */
+    const char *config_path;  /**< --config, or NULL */
+    const char *knob_specs[PLAN_MAX_KNOBS]; /**< --knob NAME=WHERE, in order */
+    int nknob_specs;
+    int write;                /**< --write */
+    int batch_given;          /**< --batch was on the command line */
+    long batch_min, batch_max, batch_step;
+    long steps, warmup;
+    long world_size;
+    double trial_timeout_s, hang_timeout_s, budget_s, grace_s;
+    const char *json_path;   /**< NULL: no results file */
+    int quiet, verbose;
+    int show_output;          /**< --show-output: the command's output on a terminal too */
+    int checkpointing_searched; /**< --checkpointing was given: pass the knob */
+    int ckpt_off, ckpt_on;    /**< --checkpointing off|on|both */
+    long grad_accum[PLAN_MAX_ACCUM]; /**< --grad-accum LIST; empty: the command's own */
+    int ngrad_accum;
+    long global_batch;        /**< --global-batch; 0: free mode */
+    int world_size_given;
+    double headroom;          /**< --headroom PCT as a fraction */
+    int no_cache;             /**< --no-cache */
+    int no_probe;             /**< --no-probe */
+    int replay;               /**< --replay: guide the search with the replay probe */
+    const char *keep_traces;  /**< --keep-traces DIR, or NULL */
+    uint64_t trial_mem_limit; /**< --trial-memory-limit in bytes; 0: none */
+    char gpus[256];           /**< --gpus all|LIST; "": one trial at a time */
+    long gpus_per_trial;      /**< --gpus-per-trial (1) */
+    const char *launcher;     /**< --launcher local|slurm; NULL: slurm inside an allocation */
+    uint64_t emulate_bytes;   /**< --emulate-gpu-memory; 0: the real memory */
+    const char *emulate_with; /**< --emulate-with preload|probe (preload) */
+    const char *events_path;  /**< --events FILE|-, or NULL */
+    int dry_run;              /**< --dry-run */
+    const char *markdown_path, *junit_path, *html_path; /**< report files, or NULL */
+    const char *baseline_path;   /**< --baseline, or NULL */
+    double regression_threshold; /**< --regression-threshold as a fraction (0.05) */
+    const char *webhook_url;     /**< --webhook or AUTOBATCH_WEBHOOK_URL, or NULL */
+    const char *webhook_format;  /**< --webhook-format (generic) */
+    int webhook_insecure;        /**< --webhook-insecure */
+    char **command;          /**< points into argv; NULL-terminated */
+};
+
+#endif

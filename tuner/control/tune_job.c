@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tune_job: one trial of the tuning loop (tune_int.h).  tune_job_prepare
+ * makes the trial's directory (its report and probe files, its scratch
+ * output directory, its working directory, its trace directory when it
+ * records), builds its command and environment through the inject
+ * adapter, adds the devices, emulated memory and Slurm job step, and
+ * sets its limits (the budget caps a trial too).  tune_job_run runs it
+ * here; tune_job_finish reads what it showed into a results trial, the
+ * search's observation (the fit, its peak and intercept, or the OOM
+ * message's numbers) and the replay guide, and explains what stops the
+ * search: a crash with its last lines, a run without steps, a batch
+ * knob that does not reach the trainer.  The Slurm calls around a trial
+ * are here too.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "control/setup.h"
+#include "control/tune_int.h"
+#include "output/events.h"
+#include "output/results.h"
+#include "search/guide.h"
+#include "search/search.h"
+#include "search/space.h"
+#include "trial/gpu.h"
+#include "trial/leftovers.h"
+#include "trial/slurm.h"
+#include "util/mono.h"
+#include "util/strvec.h"
+#include "oom.h"
+#include "preset.h"
+#include "trainlog.h"
+
+extern char **environ;
+
+/* The tail of a crashed command's output, so the user sees the real error. */
+static void tune_show_crash(const struct tune_run *r, const struct trial_result *tr)
+{
+    tune_say(r, TUNE_NOTE, "the command failed for a reason other than memory (%s%d); "
+                           "its last lines:",
+             tr->signal ? "signal " : "exit code ", tr->signal ? tr->signal : tr->exit_code);
+    for (int i = 0; i < tr->tail_count; i++)
+        tune_say(r, TUNE_TAIL, "%s", tr->tail[i]);
+    tune_say(r, TUNE_NOTE, "fix the command so that it runs at the smallest batch, then try "
+                           "again");
+}
+
+/* Steps a recording trial runs: the probe records after the second
+ * optimizer step, for three steps (the first of them is dropped), and
+ * writes its trace in the hook of the fifth; one more step ends it. */
+#define TUNE_RECORD_STEPS 6
+
+/*
+ * The environment of a --replay trial.  Every trial reports its VmPeak.
+ * On CPU under --trial-memory-limit, glibc's malloc gets a fixed mmap
+ * threshold and one arena, so that a freed large block leaves the address
+ * space at once, as freed memory returns to a GPU's caching allocator:
+ * the address space then follows the live bytes the replay model
+ * predicts (measured: within 0.1% at 8 to 32 times the recorded sizes).
+ * A user's own MALLOC_* settings are kept.  A recording trial gets the
+ * trace directory.  Returns 0, or -1 (ENOMEM).
+ */
+static int tune_replay_env(struct strvec *env, int cpu, const char *record_dir)
+{
+    int rc = strvec_pushf(env, "AUTOBATCH_VMPEAK=1");
+    if (cpu && !getenv("MALLOC_MMAP_THRESHOLD_"))
+        rc |= strvec_pushf(env, "MALLOC_MMAP_THRESHOLD_=65536");
+    if (cpu && !getenv("MALLOC_ARENA_MAX"))
+        rc |= strvec_pushf(env, "MALLOC_ARENA_MAX=1");
+    if (record_dir)
+        rc |= strvec_pushf(env, "AUTOBATCH_RECORD=%s", record_dir) |
+              strvec_pushf(env, "AUTOBATCH_RECORD_AFTER=2");
+    return rc ? -1 : 0;
+}
+
+/* An empty regular file of ours that the trial appends to, 0600. */
+static int tune_make_channel(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
+/* Is the command a Python program (so the probe should have loaded)? */
+static int tune_looks_python(char *const *cmd)
+{
+    static const char *const launchers[] = { "accelerate", "torchrun", "deepspeed", NULL };
+    const char *b = strrchr(cmd[0], '/');
+    b = b ? b + 1 : cmd[0];
+    if (!strncmp(b, "python", 6))
+        return 1;
+    for (size_t i = 0; launchers[i]; i++)
+        if (!strcmp(b, launchers[i]))
+            return 1;
+    size_t n = strlen(cmd[0]);
+    return n > 3 && !strcmp(cmd[0] + n - 3, ".py");
+}
+
+/* A trial exited 0 without a training step: say what was seen and what to do. */
+static void tune_explain_no_steps(const struct tune_run *r, const struct trial_result *tr,
+                                  long value)
+{
+    const struct preset *p = &r->setup->preset;
+    tune_say(r, TUNE_NOTE, "micro_batch=%ld: the command exited 0 after %.1fs without a "
+                           "training step that autobatch could see, so it says nothing about "
+                           "memory", value, tr->wall_s);
+    if (tr->probe_processes > 0)
+        tune_say(r, TUNE_NOTE, "the in-process probe saw torch %s load in %d process(es) but "
+                               "no optimizer step: the trainer stopped before training, or "
+                               "resumed from a finished checkpoint and had nothing left to do%s",
+                 tr->probe_torch, tr->probe_processes,
+                 p->knobs[KNOB_OUTPUT_DIR].via == VIA_NONE
+                     ? " (preset has no output_dir knob, so the trainer used its own output "
+                       "directory; add one with --knob output_dir=WHERE)"
+                     : "; check its resume settings");
+    else
+        tune_say(r, TUNE_NOTE, "no optimizer step from the in-process probe (%s), no "
+                               "$AUTOBATCH_REPORT line, and no training progress in the "
+                               "output%s%s",
+                 !r->plan->no_probe ? "not a PyTorch program, or the probe could not load"
+                                    : "--no-probe",
+                 tr->log_seen[0] ? ": " : "", tr->log_seen);
+    tune_say(r, TUNE_NOTE, "make sure the command trains for at least a few steps; a trainer "
+                           "that prints no progress can append {\"step\": N} lines to "
+                           "$AUTOBATCH_REPORT, or a preset can name its progress line "
+                           "(progress.line)");
+}
+
+/* The probe saw the trainer's DataLoader use another batch size. */
+static void tune_explain_mismatch(const struct tune_run *r, const struct trial_result *tr,
+                                  long value)
+{
+    const struct preset *p = &r->setup->preset;
+    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
+    static const char *const via[] = { "nothing", "flag", "Hydra override", "config key",
+                                       "accelerate config key", "environment variable" };
+    tune_say(r, TUNE_ERROR, "the trainer's DataLoader uses batch_size=%ld where autobatch passed "
+                            "micro_batch=%ld (preset '%s', %s '%s'): that knob does not reach "
+                            "the trainer; say where it reads its batch size with --knob "
+                            "micro_batch=WHERE or pick another --preset",
+             tr->loader_batch, value, p->name, via[k->via], k->where ? k->where : "");
+}
+
+/* Each tick of a trial here: sample the GPU, then the view's tick (the
+ * command line moves its queued output along and its clock). */
+static void tune_tick(void *ctx)
+{
+    const struct tune_run *r = ctx;
+    gpu_tick(r->gpu);
+    if (r->view.tick)
+        r->view.tick(r->view.ctx);
+}
+
+/* Set NAME=value in a trial's environment, replacing an earlier NAME. */
+static int tune_env_set(struct strvec *env, const char *name, const char *value)
+{
+    size_t len = strlen(name);
+    for (size_t i = 0; i < env->n; i++)
+        if (!strncmp(env->v[i], name, len) && env->v[i][len] == '=')
+            return strvec_replacef(env, i, "%s=%s", name, value);
+    return strvec_pushf(env, "%s=%s", name, value);
+}
+
+/* The trial's devices, the emulated memory and the Slurm job step. */
+static int tune_job_env(const struct tune_run *r, struct tune_job *j)
+{
+    const struct plan *plan = r->plan;
+    struct strvec *env = &j->t.env;
+    int rc = 0;
+    if (j->slot) {
+        char n[32];
+        snprintf(n, sizeof n, "%ld", (long)(j->slot - r->slots));
+        rc |= tune_env_set(env, "AUTOBATCH_SLOT", n);
+    }
+    if (j->slot && !r->slurm) {
+        rc |= tune_env_set(env, "CUDA_VISIBLE_DEVICES", j->slot->devices);
+        rc |= tune_env_set(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    }
+    if (plan->emulate_bytes) {
+        char n[32];
+        snprintf(n, sizeof n, "%llu", (unsigned long long)plan->emulate_bytes);
+        rc |= tune_env_set(env, "AUTOBATCH_EMULATE_GPU_MEMORY", n);
+        if (r->emulate_lib) {
+            rc |= inject_env_prepend(env, "LD_PRELOAD", r->emulate_lib);
+        } else {
+            rc |= tune_env_set(env, "AUTOBATCH_EMULATE_METHOD", "probe");
+        }
+    }
+    if (r->slurm && !r->slurm_array) {
+        /* A job step of the allocation: its own GPUs, output as it comes,
+         * a time limit past ours (autobatch ends it first), and a name
+         * to cancel it by should srun itself not end it. */
+        char name[64], gres[32], limit[32];
+        snprintf(name, sizeof name, "--job-name=autobatch-%ld-%ld", (long)getpid(), j->id);
+        snprintf(gres, sizeof gres, "--gres=gpu:%ld", plan->gpus_per_trial);
+        snprintf(limit, sizeof limit, "--time=%ld",
+                 plan->trial_timeout_s > 0 ? (long)(plan->trial_timeout_s / 60) + 2 : 0L);
+        /* --mem=0: the job's memory shared, or the first step takes it
+         * all and the others wait (tests/slurm/README.md). */
+        const char *pre[] = { "srun", "--exact", "--ntasks=1", "--mem=0", "--unbuffered",
+                              "--kill-on-bad-exit=1", name, limit };
+        size_t k = 0;
+        for (; k < sizeof pre / sizeof *pre; k++)
+            rc |= strvec_insert(&j->t.argv, k, pre[k]);
+        if (j->slot || plan->gpus[0])
+            rc |= strvec_insert(&j->t.argv, k++, gres);
+        rc |= strvec_insert(&j->t.argv, k, "--");
+    }
+    return rc ? -1 : 0;
+}
+
+/*
+ * Build trial j for (ci, value): its directory, its command and
+ * environment, its options.  Returns 0; 1 when the budget is spent (no
+ * trial); -1 after saying why (r->status is set).
+ */
+int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long value,
+                     const struct tune_slot *slot, long round)
+{
+    const struct plan *plan = r->plan;
+    struct setup *setup = r->setup;
+    const struct cell *cell = &r->space->cells[ci];
+    j->recording = plan->replay && guide_next(r->guide, r->space, ci, &value);
+    double left = plan->budget_s > 0 ? plan->budget_s - (mono_now() - r->t0) : 0;
+    if (plan->budget_s > 0 && left <= 0) {
+        r->budget_hit = 1;
+        return 1;
+    }
+    j->id = ++r->id;
+    j->ci = ci;
+    j->value = value;
+    j->slot = slot;
+    j->round = round;
+    j->worker = -1;
+    j->fd = -1;
+    /* Everything of one trial lives in one directory that goes when the
+     * trial does: its report and probe files, its scratch output
+     * directory, its working directory. */
+    snprintf(j->tdir, sizeof j->tdir, "%s/trial-%ld", r->dir, j->id);
+    snprintf(j->report, sizeof j->report, "%s/report.jsonl", j->tdir);
+    snprintf(j->probe, sizeof j->probe, "%s/probe.jsonl", j->tdir);
+    snprintf(j->outdir, sizeof j->outdir, "%s/out", j->tdir);
+    snprintf(j->wd, sizeof j->wd, "%s/wd", j->tdir);
+    snprintf(j->recdir, sizeof j->recdir, "%s/trace", j->tdir);
+    int want_out = setup->preset.knobs[KNOB_OUTPUT_DIR].via != VIA_NONE;
+    if (mkdir(j->tdir, 0700) || (want_out && mkdir(j->outdir, 0700)) ||
+        (setup->preset.config_fixed && mkdir(j->wd, 0700)) ||
+        (j->recording && mkdir(j->recdir, 0700)) || tune_make_channel(j->report) ||
+        (!plan->no_probe && tune_make_channel(j->probe))) {
+        tune_say(r, TUNE_ERROR, "cannot prepare trial %ld in '%s': %s", j->id, j->tdir,
+                 strerror(errno));
+        leftovers_remove_tree(j->tdir);
+        r->status = AB_EXIT_USAGE;
+        return -1;
+    }
+    struct inject_ctx *ctx = r->ctx;
+    ctx->trial_id = j->id;
+    ctx->report_path = j->report;
+    ctx->probe_path = plan->no_probe ? NULL : j->probe;
+    ctx->output_dir = want_out ? j->outdir : NULL;
+    ctx->workdir = setup->preset.config_fixed ? j->wd : NULL;
+    struct inject_candidate cand = { value, cell->grad_accum, cell->checkpointing };
+    char err[512];
+    struct inject_trial t0 = INJECT_TRIAL_INIT;
+    j->t = t0;
+    if (inject_build(ctx, plan->command, environ, &cand, &j->t, err, sizeof err)) {
+        tune_say(r, TUNE_ERROR, "%s", err);
+        leftovers_remove_tree(j->tdir);
+        r->status = AB_EXIT_USAGE;
+        return -1;
+    }
+    if ((plan->replay && tune_replay_env(&j->t.env, r->replay_cpu, j->recording ? j->recdir : NULL)) ||
+        tune_job_env(r, j)) {
+        tune_say(r, TUNE_ERROR, "out of memory");
+        inject_trial_release(&j->t);
+        leftovers_remove_tree(j->tdir);
+        r->status = AB_EXIT_USAGE;
+        return -1;
+    }
+    /* The budget caps the trial too; a trial cut by the budget says
+     * nothing about memory and is not recorded in the search. */
+    double ttl = plan->trial_timeout_s;
+    j->budget_caps = plan->budget_s > 0 && (ttl <= 0 || left < ttl);
+    if (j->budget_caps)
+        ttl = left;
+    struct trial_opts to = {
+        .oom = r->oom, .target_steps = plan->warmup + plan->steps,
+        .warmup_steps = plan->warmup, .extra_steps = 2 * plan->steps, .noise_rel = 0.10,
+        .trial_timeout_s = ttl, .hang_timeout_s = plan->hang_timeout_s, .grace_s = plan->grace_s,
+        .mem_limit = plan->trial_mem_limit,
+        .report_path = j->report, .probe_path = ctx->probe_path,
+        .expect_batch = !strcmp(setup->unit, "samples") ? value : 0,
+        .log_rules = r->log_rules, .interrupt = r->interrupt,
+        .hooks = { r->view.ctx, r->view.output, r->view.step, r, tune_tick },
+    };
+    /* A recording trial runs until the probe has written its trace: two
+     * steps before the recording, three recorded, one more. */
+    if (j->recording && to.target_steps < TUNE_RECORD_STEPS)
+        to.target_steps = TUNE_RECORD_STEPS;
+    j->to = to;
+    return 0;
+}
+
+/*
+ * What trial j showed: into the results, the search and the replay
+ * guide; notes and explanations for the user.  shared: it ran beside
+ * other trials, so its speed is not kept.  Returns 0 to go on, 1 to stop
+ * the search (budget, interrupt, crash, bad input: r->status and the
+ * flags say which).
+ */
+int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
+{
+    const struct plan *plan = r->plan;
+    struct setup *setup = r->setup;
+    struct space *space = r->space;
+    struct trial_result *tr = &j->tr;
+    const struct cell *cell = &space->cells[j->ci];
+    long value = j->value;
+    /* The trial's tree is gone: its temporary config copies go too (a
+     * recording trial's directory stays until its trace is read). */
+    inject_trial_release(&j->t);
+    if (!j->recording)
+        leftovers_remove_tree(j->tdir);
+    if (j->run_rc) {
+        tune_say(r, TUNE_ERROR, "cannot start a trial: %s", strerror(j->run_errno));
+        r->status = AB_EXIT_USAGE;
+        return 1;
+    }
+    if (tr->outcome == TRIAL_SPAWN_FAILED) {
+        tune_say(r, TUNE_ERROR, "cannot run '%s': %s; check the command", plan->command[0],
+                 strerror(tr->spawn_errno));
+        r->status = AB_EXIT_USAGE;
+        return 1;
+    }
+    int64_t peak = j->peak;
+    /* Samples per step: the world size the trainer really runs with when
+     * the probe saw it; a step printed per micro-batch (the preset says
+     * so) carries no accumulation. */
+    long world = tr->probe_world > 0 ? tr->probe_world : plan->world_size;
+    int per_micro = tr->steps_from == STEPS_FROM_LOG &&
+                    setup->preset.progress.step == STEP_IS_MICRO_BATCH;
+    double samples = (double)value * (double)(per_micro ? 1 : cell->grad_accum) * (double)world;
+    if (tr->probe_world > 0 && tr->probe_world != plan->world_size && !r->noted_world) {
+        r->noted_world = 1;
+        tune_say(r, TUNE_NOTE, "the trainer runs with world size %ld, not --world-size %ld: "
+                               "samples/s counts %ld ranks; pass --world-size %ld so that "
+                               "--global-batch is kept right", tr->probe_world, plan->world_size,
+                 tr->probe_world, tr->probe_world);
+    }
+    if (!plan->no_probe && !tr->probe_processes && !r->noted_probe &&
+        tune_looks_python(plan->command)) {
+        r->noted_probe = 1;
+        tune_say(r, TUNE_NOTE, "the in-process probe did not load in this Python trial (no "
+                               "torch, PYTHONPATH reset, or python -S/-I); steps come from %s",
+                 tr->steps_from == STEPS_FROM_REPORT ? "$AUTOBATCH_REPORT" : "the output");
+    }
+    if (tr->tail_note[0])
+        tune_say(r, TUNE_NOTE, "warning: %s", tr->tail_note);
+    if (tr->probe_error[0] && !r->noted_probe_error) {
+        r->noted_probe_error = 1;
+        tune_say(r, TUNE_NOTE, "the in-process probe could not see everything: %s",
+                 tr->probe_error);
+    }
+    double sps = tr->step_time_s > 0 && !shared ? samples / tr->step_time_s : -1;
+    if (j->in_worker && r->view.trial_start) /* its start was not shown: say it with its end */
+        r->view.trial_start(r->view.ctx, j->id, value, cell->grad_accum, cell->checkpointing,
+                            j->to.target_steps, NULL);
+    if (r->view.trial_end)
+        r->view.trial_end(r->view.ctx, tr, tr->outcome == TRIAL_FIT ? sps : -1);
+    if (tr->outcome == TRIAL_TIMEOUT && j->budget_caps) {
+        r->budget_hit = 1;
+        tr->outcome = TRIAL_INTERRUPTED;
+    }
+    struct results_trial rt = {
+        .id = j->id, .micro_batch = value, .grad_accum = cell->grad_accum,
+        .checkpointing = cell->checkpointing,
+        .outcome = tr->outcome, .exit_code = tr->exit_code, .signal = tr->signal,
+        .wall_s = tr->wall_s, .teardown_s = tr->teardown_s > 0 ? tr->teardown_s : -1,
+        .steps_measured = tr->steps_measured, .step_time_s = tr->step_time_s,
+        .step_time_mad_s = tr->step_time_mad_s,
+        .samples_per_s = tr->outcome == TRIAL_FIT ? sps : -1,
+        .peak_mem_bytes = peak,
+        .evidence = tr->outcome == TRIAL_FIT || !tr->evidence[0] ? NULL : tr->evidence,
+        .signature = tr->outcome == TRIAL_OOM ? (char *)tr->oom_name : NULL,
+        .retest = space->from_request || search_tried(&cell->search, value),
+        .steps_from = trial_steps_from_name(tr->steps_from),
+        .probe_processes = tr->probe_processes, .probe_world = tr->probe_world,
+        .loader_batch = tr->loader_batch, .batches_per_step = tr->loader_batches_per_step,
+        .peak_allocated_bytes = tr->peak_allocated_bytes,
+        .peak_vm_bytes = tr->peak_vm_bytes, .recorded = j->recording,
+        .round = j->round, .shared = shared,
+    };
+    if (j->slot)
+        snprintf(rt.devices, sizeof rt.devices, "%s", j->slot->devices);
+    if (!r->res->teardown)
+        r->res->teardown = trial_isolated_name(tr->isolation);
+    snprintf(rt.probe_torch, sizeof rt.probe_torch, "%s", tr->probe_torch);
+    snprintf(rt.probe_hook, sizeof rt.probe_hook, "%s", tr->probe_hook);
+    results_add_trial(r->res, &rt);
+    if (events_on())
+        events_emit("trial_end", results_trial_json(&rt));
+    if (tr->teardown_incomplete)
+        tune_say(r, TUNE_NOTE, "warning: a process outside the trial's tree kept its output "
+                               "open; gave up waiting for it");
+
+    if (r->budget_hit || tr->outcome == TRIAL_INTERRUPTED)
+        return 1;
+    if (tr->outcome == TRIAL_CRASH) {
+        tune_show_crash(r, tr);
+        r->crashed = 1;
+        return 1;
+    }
+    if (tr->outcome == TRIAL_NO_STEPS) {
+        tune_explain_no_steps(r, tr, value);
+        r->no_steps = 1;
+        return 1;
+    }
+    if (tr->outcome == TRIAL_MISMATCH) {
+        tune_explain_mismatch(r, tr, value);
+        r->status = AB_EXIT_USAGE;
+        return 1;
+    }
+    if (tr->outcome == TRIAL_TIMEOUT || tr->outcome == TRIAL_HANG) {
+        /* No memory evidence, but the size does not work as it is: treat
+         * it as an upper bound and say so. */
+        r->timeouts++;
+        tune_say(r, TUNE_NOTE, "micro_batch=%ld %s; counted as not fitting (raise --%s if it "
+                               "was only slow)", value,
+                 tr->outcome == TRIAL_TIMEOUT ? "ran past --trial-timeout"
+                                              : "printed nothing for --hang-timeout",
+                 tr->outcome == TRIAL_TIMEOUT ? "trial-timeout" : "hang-timeout");
+    }
+    double cap = gpu_capacity(r->gpu);
+    struct search_obs obs = {
+        .value = value, .fit = tr->outcome == TRIAL_FIT, .need_bytes = -1,
+        .capacity_bytes = cap, .speed = tr->outcome == TRIAL_FIT ? sps : -1,
+        .spread = results_spread(&rt) > 0 ? results_spread(&rt) : 0,
+    };
+    if (obs.fit && peak > 0)
+        obs.need_bytes = (double)peak;
+    /* The line's intercept, in the units of the peak: the peak less the
+     * step's own rise above what it started from (the probe's reserved
+     * peak less what was allocated at the step's end). */
+    if (obs.fit && peak > 0 && tr->held_bytes > 0 && tr->peak_mem_bytes > tr->held_bytes &&
+        peak > tr->peak_mem_bytes - tr->held_bytes)
+        obs.base_bytes = (double)(peak - (tr->peak_mem_bytes - tr->held_bytes));
+    const struct oom_numbers *on = &tr->oom_numbers;
+    if (!obs.fit && on->tried > 0 && on->total > 0 && on->free >= 0) {
+        obs.need_bytes = (double)(on->total - on->free + on->tried);
+        /* Emulated by the probe, PyTorch still prints the real total. */
+        obs.capacity_bytes = cap > 0 && cap < (double)on->total ? cap : (double)on->total;
+    }
+    /* Recording costs memory of its own (the profiler's events, the
+     * trace): a recording trial that did not fit says nothing about the
+     * size without it, which the search then tries as usual.  A fit is
+     * evidence either way. */
+    if (!(j->recording && !obs.fit))
+        space_record(space, j->ci, &obs);
+    if (plan->replay) {
+        char note[1024];
+        guide_record(r->guide, space, j->ci, value, j->recording, obs.fit,
+                     r->replay_cpu ? tr->peak_vm_bytes : peak, j->recdir, note, sizeof note);
+        if (note[0])
+            tune_say(r, TUNE_NOTE, "%s", note);
+    }
+    if (j->recording)
+        leftovers_remove_tree(j->tdir);
+    return 0;
+}
+
+/* From a login node: jobs[0..n) go out as one job array, and each
+ * trial's command becomes the follower of its task (slurm.h).  Their
+ * shared files live in round-ID, which tune_slurm_done() removes. */
+int tune_slurm_submit(struct tune_run *r, struct tune_job *jobs, size_t n)
+{
+    if (!r->slurm_array)
+        return 0;
+    struct slurm_task tasks[SPACE_MAX_ROUND];
+    char rounddir[4200], name[64], gres[32], err[512];
+    snprintf(rounddir, sizeof rounddir, "%s/round-%ld", r->dir, jobs[0].id);
+    snprintf(name, sizeof name, "autobatch-%ld", (long)getpid());
+    snprintf(gres, sizeof gres, "gpu:%ld", r->plan->gpus_per_trial);
+    if (mkdir(rounddir, 0700)) {
+        tune_say(r, TUNE_ERROR, "cannot make '%s': %s", rounddir, strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        tasks[i] = (struct slurm_task){ &jobs[i].t.argv, jobs[i].t.env.v, jobs[i].t.cwd,
+                                        jobs[i].tdir };
+    long minutes = r->plan->trial_timeout_s > 0 ? (long)(r->plan->trial_timeout_s / 60) + 2 : 0;
+    if (slurm_array_submit(tasks, n, rounddir, name, r->plan->gpus[0] ? gres : NULL, minutes,
+                           r->self, err, sizeof err)) {
+        tune_say(r, TUNE_ERROR, "--launcher slurm: %s", err);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        snprintf(jobs[i].slurm_job, sizeof jobs[i].slurm_job, "%s", jobs[i].t.argv.v[2]);
+    return 0;
+}
+
+/* The round's shared files (tune_slurm_submit) go once its tasks ended. */
+void tune_slurm_done(const struct tune_run *r, const struct tune_job *jobs)
+{
+    char rounddir[4200];
+    if (!r->slurm_array)
+        return;
+    snprintf(rounddir, sizeof rounddir, "%s/round-%ld", r->dir, jobs[0].id);
+    leftovers_remove_tree(rounddir);
+}
+
+/* After a trial on Slurm: nothing of it may run on.  A job step still
+ * listed under its name, or an array task whose follower was killed
+ * before Slurm confirmed the cancel, is cancelled here. */
+void tune_slurm_after(struct tune_run *r, const struct tune_job *j)
+{
+    if (!r->slurm)
+        return;
+    if (j->slurm_job[0]) {
+        if (slurm_cancel_wait(j->slurm_job, 30))
+            tune_say(r, TUNE_NOTE, "warning: Slurm still lists job %s 30 s after it was cancelled",
+                     j->slurm_job);
+        return;
+    }
+    char name[64];
+    snprintf(name, sizeof name, "autobatch-%ld-%ld", (long)getpid(), j->id);
+    slurm_sweep_steps(name);
+}
+
+/* The --events line of a trial's start. */
+void tune_event_start(const struct tune_run *r, const struct tune_job *j)
+{
+    if (!events_on())
+        return;
+    const struct cell *c = &r->space->cells[j->ci];
+    json_t *o = json_pack("{s:I, s:I, s:I, s:b}", "trial", (json_int_t)j->id, "micro_batch",
+                          (json_int_t)j->value, "grad_accum", (json_int_t)c->grad_accum,
+                          "checkpointing", c->checkpointing);
+    if (o && j->round > 0)
+        json_object_set_new(o, "round", json_integer(j->round));
+    if (o && j->slot)
+        json_object_set_new(o, "devices", json_string(j->slot->devices));
+    events_emit("trial_start", o);
+}
+
+/* Run trial j here, with its output shown (through r->run_trial when
+ * the caller gave one). */
+void tune_job_run(struct tune_run *r, struct tune_job *j)
+{
+    const struct cell *cell = &r->space->cells[j->ci];
+    struct trial_spec spec = { j->t.argv.v, j->t.env.v, j->t.cwd };
+    if (r->view.bracket)
+        r->view.bracket(r->view.ctx, search_max_fit(&cell->search),
+                        search_min_fail(&cell->search));
+    if (r->view.trial_start)
+        r->view.trial_start(r->view.ctx, j->id, j->value, cell->grad_accum, cell->checkpointing,
+                            j->to.target_steps, j->t.argv.v);
+    tune_event_start(r, j);
+    gpu_use(r->gpu, j->slot ? j->slot->mask : 0);
+    gpu_trial_start(r->gpu);
+    j->run_rc = r->run_trial ? r->run_trial(r->trial_ctx, &spec, &j->to, &j->tr)
+                             : trial_run(&spec, &j->to, &j->tr);
+    j->run_errno = errno;
+    j->peak = gpu_trial_peak(r->gpu, j->tr.peak_mem_bytes);
+    tune_slurm_after(r, j);
+}

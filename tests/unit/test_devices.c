@@ -319,6 +319,34 @@ static void test_fake_nvml_uuids(void **state)
     assert_true(o.slots[3].mask == 0x8ULL);
 }
 
+/* Catches: a GPU UUID that NVML does not know taken without a word (it
+ * would reach CUDA_VISIBLE_DEVICES and fail in every trial), MIG UUIDs
+ * refused (NVML does not list them as devices), the check made under
+ * Slurm (the allocation's GPUs are not this node's), and the same GPU
+ * listed twice in another spelling (an index and its UUID, 0 and 00). */
+static void test_gpus_checked_against_nvml(void **state)
+{
+    (void)state;
+    const struct gpu *g = fake_gpu("2", NULL, NULL);
+    struct out o;
+    assert_int_equal(slots_for("autobatch --gpus GPU-typo -- /bin/true", g, 0, NSLOTS, &o), -1);
+    assert_non_null(strstr(o.err, "GPU-typo is not a GPU that NVML sees"));
+    assert_int_equal(slots_for("autobatch --gpus MIG-0a1b -- /bin/true", g, 0, NSLOTS, &o), 1);
+    assert_string_equal(o.slots[0].devices, "MIG-0a1b");
+    assert_int_equal(slots_for("autobatch --gpus GPU-typo -- /bin/true", g, 1, NSLOTS, &o), 1);
+    assert_int_equal(slots_for("autobatch --gpus 1,GPU-fake-00000001 -- /bin/true", g, 0, NSLOTS,
+                               &o), -1);
+    assert_non_null(strstr(o.err, "GPU GPU-fake-00000001 is listed twice (as 1)"));
+    assert_int_equal(slots_for("autobatch --gpus 0,00 -- /bin/true", g, 0, NSLOTS, &o), -1);
+    assert_non_null(strstr(o.err, "GPU 00 is listed twice (as 0)"));
+    struct gpu none;
+    no_gpu(&none); /* without NVML only the spelling can tell */
+    assert_int_equal(slots_for("autobatch --gpus 0,00 -- /bin/true", &none, 0, NSLOTS, &o), -1);
+    assert_int_equal(slots_for("autobatch --gpus GPU-a,GPU-b -- /bin/true", &none, 0, NSLOTS, &o),
+                     2);
+    gpu_release(&none);
+}
+
 /* Catches: GPUs of two models (or two sizes of one) accepted as one
  * kind, or reported as a plain error (-1) instead of -2. */
 static void test_fake_nvml_mixed_models(void **state)
@@ -350,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_max_caps_the_count),
         cmocka_unit_test(test_emulate_lib_from_env),
         cmocka_unit_test_teardown(test_fake_nvml_uuids, fake_release),
+        cmocka_unit_test_teardown(test_gpus_checked_against_nvml, fake_release),
         cmocka_unit_test_teardown(test_fake_nvml_mixed_models, fake_release),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -36,6 +36,7 @@ long devices_slots(const struct plan *plan, const struct gpu *g, int slurm,
         return 0;
     long k = plan->gpus_per_trial;
     int dev[GPU_MAX * 4];
+    long num[GPU_MAX * 4]; /* an index as written, -1 for a UUID */
     char label[GPU_MAX * 4][100];
     size_t n = 0;
     if (!strcmp(plan->gpus, "all")) {
@@ -71,6 +72,14 @@ long devices_slots(const struct plan *plan, const struct gpu *g, int slurm,
                 for (int i = 0; i < g->n; i++)
                     if (!strcmp(gpu_uuid(g, i), t))
                         found = i;
+                /* NVML lists whole GPUs, not MIG instances; under Slurm the
+                 * GPUs are the allocation's, not this node's. */
+                if (found < 0 && g->n > 0 && !slurm && !strncmp(t, "GPU-", 4)) {
+                    snprintf(err, errlen, "--gpus: %s is not a GPU that NVML sees; "
+                                          "`nvidia-smi -L` lists their UUIDs", t);
+                    return -1;
+                }
+                idx = -1;
             } else if (*t && !*end && idx >= 0 && idx < 1000) {
                 if (g->n > 0 && idx >= g->n) {
                     snprintf(err, errlen, "--gpus: GPU %ld does not exist (NVML sees %d); "
@@ -83,12 +92,18 @@ long devices_slots(const struct plan *plan, const struct gpu *g, int slurm,
                          plan->gpus, t);
                 return -1;
             }
+            /* Twice: as written, as the same index ("0" and "00"), or as
+             * the same device (an index and its UUID). */
             for (size_t i = 0; i < n; i++)
-                if (!strcmp(label[i], t)) {
-                    snprintf(err, errlen, "--gpus '%s': GPU %s is listed twice", plan->gpus, t);
+                if (!strcmp(label[i], t) || (idx >= 0 && num[i] == idx) ||
+                    (found >= 0 && dev[i] == found)) {
+                    snprintf(err, errlen, "--gpus '%s': GPU %s is listed twice%s%s%s", plan->gpus,
+                             t, strcmp(label[i], t) ? " (as " : "",
+                             strcmp(label[i], t) ? label[i] : "", strcmp(label[i], t) ? ")" : "");
                     return -1;
                 }
             dev[n] = found;
+            num[n] = idx;
             snprintf(label[n++], sizeof label[0], "%s", t);
         }
     }

@@ -16,7 +16,8 @@
 
 #include "cli/cli.h"
 #include "cli/per_model.h"
-#include "control/session.h"
+#include "control/exit.h"
+#include "control/plan.h"
 #include "trial/gpu.h"
 #include "util/strvec.h"
 

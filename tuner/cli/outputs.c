@@ -99,15 +99,16 @@ int outputs_post(const json_t *doc, const char *url, const char *format, int ins
     outputs_webhook_opts(&wo, url, insecure, cancel);
     int rc = webhook_send(&wo, body, len, &wr, err, sizeof err);
     if (rc) {
-        char dir[4096], serr[512];
+        char dir[4096], serr[512] = "";
+        int nodir = outputs_spool_dir(dir, sizeof dir, 0);
         fprintf(stderr, "autobatch: warning: webhook '%s' not delivered: %s\n", shown, err);
         if (wr.permanent)
             fprintf(stderr, "autobatch: the server refused it (HTTP %ld); not kept for later\n",
                     wr.last_status);
-        else if (outputs_spool_dir(dir, sizeof dir, 0) ||
+        else if (nodir ||
                  webhook_spool_save_delivery(dir, url, body, len, wr.delivery_id, serr, sizeof serr))
             fprintf(stderr, "autobatch: warning: could not keep it for later either: %s\n",
-                    outputs_spool_dir(dir, sizeof dir, 0) ? "no state directory (set HOME)" : serr);
+                    nodir ? "no state directory (set HOME)" : serr);
         else
             fprintf(stderr, "autobatch: kept in '%s'; 'autobatch notify RESULTS' sends it later\n", dir);
     }

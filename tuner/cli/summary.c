@@ -95,9 +95,7 @@ void summary_say(FILE *say, const struct session *s, const struct tune_run *run,
     const struct results *res = &s->res;
     const struct plan *plan = s->plan;
     const char *unit = s->setup.unit;
-    int any_fit = 0, bounded = 0;
-    for (size_t i = 0; i < res->ntrials; i++)
-        any_fit |= res->trials[i].outcome == TRIAL_FIT;
+    int any_fit = results_any_fit(res), bounded = 0;
     for (size_t i = 0; i < res->ncells; i++)
         bounded |= res->cells[i].bounded_by && !strcmp(res->cells[i].bounded_by, "batch.max");
     if (res->best >= 0) {

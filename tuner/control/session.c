@@ -362,9 +362,7 @@ struct tune_run session_tune(struct session *s, const struct tune_view *view)
 static int session_exit(const struct session *s, const struct tune_run *run)
 {
     const struct results *res = &s->res;
-    int any_fit = 0;
-    for (size_t i = 0; i < res->ntrials; i++)
-        any_fit |= res->trials[i].outcome == TRIAL_FIT;
+    int any_fit = results_any_fit(res);
     if (run->interrupt && *run->interrupt)
         return AB_EXIT_INTERRUPTED;
     if (run->crashed || run->no_steps)

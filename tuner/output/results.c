@@ -278,6 +278,14 @@ static char *results_iso8601(time_t t, char *buf, size_t len)
     return buf;
 }
 
+int results_any_fit(const struct results *r)
+{
+    for (size_t i = 0; i < r->ntrials; i++)
+        if (r->trials[i].outcome == TRIAL_FIT)
+            return 1;
+    return 0;
+}
+
 int results_same_config(const struct results_trial *a, const struct results_trial *b)
 {
     return a->micro_batch == b->micro_batch && a->grad_accum == b->grad_accum &&

@@ -138,6 +138,9 @@ int results_run_with_file(struct results *r, const char *path, const char *diff,
 /** Two trials of one configuration (micro-batch, accumulation, checkpointing)? */
 int results_same_config(const struct results_trial *a, const struct results_trial *b);
 
+/** Did any trial fit? */
+int results_any_fit(const struct results *r);
+
 /**
  * A fit's samples/s pooled over every measured fit of its configuration
  * (the mean: a size measured again because it was noisy decides once, not

@@ -343,6 +343,52 @@ static void test_redraws_read_together(void **state)
     assert_true(res.step_time_s > 0.02 && res.step_time_s < 0.08);
 }
 
+/* The speed is the steps between the first and the last measured step
+ * boundary over the time between them, not a median of the intervals:
+ * uneven intervals (by the trainer's own clock) count for what they
+ * took.  A median took 0.55 s here; five steps took 1.25 s each. */
+static void test_step_time_is_interval_over_steps(void **state)
+{
+    (void)state;
+    char report[] = "/tmp/ab-trial-interval-XXXXXX";
+    int fd = mkstemp(report);
+    close(fd);
+    struct trial_opts o = opts();
+    o.target_steps = 5;
+    o.warmup_steps = 1;
+    o.report_path = report;
+    char script[512];
+    snprintf(script, sizeof script,
+             "printf '{\"step\": 1, \"time\": 1}\\n{\"step\": 2, \"time\": 2}\\n"
+             "{\"step\": 3, \"time\": 2.1}\\n{\"step\": 4, \"time\": 2.2}\\n"
+             "{\"step\": 5, \"time\": 6}\\n' >> %s; sleep 60", report);
+    run_sh(script, &o, &res);
+    unlink(report);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.steps_measured, 4); /* boundaries 1 to 5 */
+    assert_true(res.step_time_s > 1.2499 && res.step_time_s < 1.2501);
+    assert_true(res.step_time_mad_s >= 0); /* the per-interval spread is kept */
+}
+
+/* A tqdm bar starts each redraw with '\r', so a redraw's line is ended by
+ * the next one, a step later, and the last one by the exit.  Each counts
+ * at the time it began to arrive: stamped at its end, the last interval
+ * held two steps in one step's time and the speed came out 3/2 or 2x. */
+static void test_bar_line_counts_when_it_began(void **state)
+{
+    (void)state;
+    struct trial_opts o = opts();
+    o.target_steps = 100; /* never: the trainer exits after step 4 */
+    o.warmup_steps = 1;
+    run_sh("i=0; printf '\\r 0/100 [00:00<?, ?it/s]' >&2; "
+           "while [ $i -lt 4 ]; do sleep 0.2; i=$((i+1)); "
+           "printf '\\r %d/100 [00:01<00:10,  5.00it/s]' $i >&2; done", &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.steps_seen, 4);
+    assert_int_equal(res.steps_measured, 3);
+    assert_true(res.step_time_s > 0.18 && res.step_time_s < 0.35);
+}
+
 /* A report line that claims 10^8 or 2^61 steps sizes nothing and makes
  * no fit: steps count only as fast as a trial can run them. */
 static void test_absurd_step_numbers_ignored(void **state)
@@ -520,6 +566,8 @@ int main(void)
         cmocka_unit_test(test_hang_and_timeout),
         cmocka_unit_test(test_steps_end_a_fit),
         cmocka_unit_test(test_redraws_read_together),
+        cmocka_unit_test(test_step_time_is_interval_over_steps),
+        cmocka_unit_test(test_bar_line_counts_when_it_began),
         cmocka_unit_test(test_report_file_is_authoritative),
         cmocka_unit_test(test_absurd_step_numbers_ignored),
         cmocka_unit_test(test_noisy_trial_runs_longer),

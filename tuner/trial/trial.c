@@ -201,34 +201,53 @@ static double weighted_median(struct span *v, size_t n, long total)
 }
 
 /*
- * Per-step times after warm-up: each interval between two points that
- * starts at or after the warm-up counts once per step it spans (a tqdm
- * bar redrawn at most every 0.1 s may skip steps), as a weight: nothing
- * is expanded per step, so memory is linear in the points seen.
+ * The one definition of a trial's speed: from the first step boundary at
+ * or after the warm-up to the last one seen, the steps between them over
+ * the time between them.  step_time_s is that quotient, and
+ * steps_measured the steps it counts, so samples/s (samples per step over
+ * step_time_s) is the samples between the two boundaries over the time
+ * between them, whatever the number of steps or the spacing of the
+ * points.  A median of per-interval times is not: with few intervals
+ * whose points were stamped unevenly (a bar line stamped when the next
+ * one ended it, the last when the output closed), it weighed one short
+ * interval against one long one and picked the short.
+ *
+ * The spread is the median absolute deviation of the per-step times of
+ * the intervals between (each weighted by the steps it spans: a tqdm bar
+ * redrawn at most every 0.1 s may skip steps) from their weighted median:
+ * nothing is expanded per step, so memory is linear in the points seen.
  */
 static void series_timing(const struct series *s, long warmup, struct trial_result *r)
 {
+    size_t first = 0;
+    while (first < s->n && series_count_at(s, first) < warmup)
+        first++;
+    if (first + 1 >= s->n) {
+        r->steps_measured = 0;
+        return;
+    }
+    size_t last = s->n - 1;
+    long total = s->step[last] - s->step[first];
+    double span = s->t[last] - s->t[first];
+    r->steps_measured = total;
+    if (total <= 0 || !(span > 0))
+        return;
+    r->step_time_s = span / (double)total;
     size_t k = 0;
-    long total = 0;
-    struct span *v = s->n > 1 ? malloc((s->n - 1) * sizeof *v) : NULL;
-    struct span *dev = s->n > 1 ? malloc((s->n - 1) * sizeof *dev) : NULL;
-    for (size_t i = 1; v && dev && i < s->n; i++) {
-        if (series_count_at(s, i - 1) < warmup)
-            continue;
+    struct span *v = malloc((last - first) * sizeof *v);
+    struct span *dev = malloc((last - first) * sizeof *dev);
+    for (size_t i = first + 1; v && dev && i <= last; i++) {
         long ds = s->step[i] - s->step[i - 1];
         v[k].per = (s->t[i] - s->t[i - 1]) / (double)ds;
         v[k].steps = ds;
-        total += ds;
         k++;
     }
-    r->steps_measured = total;
     if (k) {
         double med = weighted_median(v, k, total);
         for (size_t i = 0; i < k; i++) {
             dev[i].per = fabs(v[i].per - med);
             dev[i].steps = v[i].steps;
         }
-        r->step_time_s = med;
         r->step_time_mad_s = weighted_median(dev, k, total);
     }
     free(v);
@@ -258,6 +277,14 @@ struct trial_state {
     int status_fd;        /* ns: the command's wait status comes up here */
     int reaped, status;   /* the command has exited, with this status */
     double t0, exit_at, last_activity;
+    /* When a line began to arrive, the time its step counts at: a bar
+     * redraw ("\r4/10 [...]") comes whole, but only the next redraw's
+     * '\r' ends it, one step later; the last one is ended by the exit.
+     * Stamped at its end, every line but the last would be a step late
+     * and the last interval would count two steps in one step's time. */
+    double pending_t[2];  /* the partial line held in lb[i] began to arrive */
+    double line_t;        /* the line being delivered began to arrive */
+    double read_t;        /* the read being fed arrived */
     int decided;          /* r->outcome is final */
     int oom_line;         /* an OOM line decided it: a short grace */
     int stopping, killed, signalled;
@@ -429,6 +456,8 @@ static void trial_on_line(void *ctx, const char *line, size_t len, int flags)
 {
     struct trial_state *st = ctx;
     struct trial_result *r = st->r;
+    double t = st->line_t; /* when it began to arrive; the next began in this read */
+    st->line_t = st->read_t;
     /* A bar redraw that the next line of the same read redraws again says
      * nothing the next one does not: only the OOM signatures see it (the
      * step parser was a third of the line path on a fast bar). */
@@ -451,9 +480,9 @@ static void trial_on_line(void *ctx, const char *line, size_t len, int flags)
     if (!st->log_ok || superseded)
         return;
     long before = trial_best_step(st), step;
-    /* The lines of one read arrived together, at the read's time: one
+    /* A line counts at the time it began to arrive (trial_read): one
      * clock call a read, not a line (it was a tenth of the line path). */
-    double t = st->last_activity, rate = -1;
+    double rate = -1;
     if (!trainlog_line(&st->log, line, len, t, &step, &rate))
         return;
     /* The printed count is global: a resumed trainer starts high.  Only
@@ -639,15 +668,22 @@ static void trial_read(struct trial_state *st, int i)
         n = 0; /* treat a read error as EOF */
     }
     if (n == 0) {
+        st->line_t = st->pending_t[i];
         lbuf_finish(&st->lb[i], trial_on_line, st);
         close(st->fd[i]);
         st->fd[i] = -1;
         return;
     }
-    st->last_activity = mono_now();
+    st->last_activity = st->read_t = mono_now();
     if (st->o->hooks.output)
         st->o->hooks.output(st->o->hooks.ctx, i + 1, buf, (size_t)n);
+    /* The first line this read ends began with the bytes held before it;
+     * the others, and a new partial line, began in this read. */
+    int held = st->lb[i].len > 0;
+    st->line_t = held ? st->pending_t[i] : st->read_t;
     lbuf_feed(&st->lb[i], buf, (size_t)n, trial_on_line, st);
+    if (!held || memchr(buf, '\n', (size_t)n) || memchr(buf, '\r', (size_t)n))
+        st->pending_t[i] = st->read_t;
 }
 
 /* The command exited and its output is drained: what did it amount to? */
@@ -871,7 +907,7 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
         .probe = { o->probe_path, -1, 0, LBUF_INIT(TRIAL_LBUF_CAP) },
         .fd = { out[0], err[0] },
         .pid = pid, .ns = ns, .status_fd = stp[0],
-        .t0 = t0, .last_activity = t0,
+        .t0 = t0, .last_activity = t0, .pending_t = { t0, t0 }, .line_t = t0, .read_t = t0,
         .target = o->target_steps,
     };
     fcntl(out[0], F_SETFL, O_NONBLOCK);

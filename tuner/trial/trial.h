@@ -136,9 +136,12 @@ struct trial_result {
     int kernel_oom;      /**< the OOM evidence is a SIGKILL we did not send */
     int extended;        /**< ran extra steps because the timing was noisy */
     long steps_seen;     /**< highest step number seen */
-    long steps_measured; /**< steps after warm-up that have a time */
-    double step_time_s;  /**< median seconds per step after warm-up; <0 unknown */
-    double step_time_mad_s; /**< median absolute deviation of the above; <0 unknown */
+    long steps_measured; /**< steps between the first step boundary at or after the
+                              warm-up and the last one seen */
+    double step_time_s;  /**< the time between those two boundaries over
+                              steps_measured; <0 unknown */
+    double step_time_mad_s; /**< median absolute deviation of the per-step times of
+                                 the intervals between them; <0 unknown */
     int64_t peak_mem_bytes; /**< from report lines or the probe (reserved); -1 unknown */
     enum trial_steps_from steps_from; /**< the evidence the step counts come from */
     /* What the in-process probe saw (probe_processes 0: it did not load). */

@@ -13,7 +13,8 @@
 #       torch's optimizer step hooks; "wrap": Optimizer.step wrapped, for
 #       torch < 2.0);
 #   {"ab":"step","pid":P,"rank":R,"world":W,"step":N,"t":T,
-#    "res":B,"alloc":B,"held":B,"bs":S,"blen":S,"nb":K,"vm":KB}
+#    "res":B,"alloc":B,"held":B,"bs":S,"blen":S,"nb":K,"vm":KB,
+#    "seen":S,"fw":F,"elems":E,"tok":X}
 #       the N-th real optimizer step of this process finished at T
 #       (time.monotonic(), the system's CLOCK_MONOTONIC); on CUDA the
 #       step's peak bytes reserved and allocated by the caching
@@ -22,6 +23,54 @@
 #       batches fetched since the previous step; with AUTOBATCH_VMPEAK
 #       set, the process's peak address space so far (VmPeak, kB; null
 #       otherwise: reading it costs a file read per step);
+#       what the model itself got since the previous step: "fw" forwards
+#       of the outermost module (the first module with a trainable
+#       parameter whose forward runs while no other module's does; calls
+#       nested in another module's forward do not count), "seen" the
+#       leading dimensions of their first tensor argument summed (the
+#       first positional tensor, else the first tensor keyword; inside a
+#       dict, list or tuple the first tensor in it), so micro-batch x
+#       accumulation with gradient accumulation; "elems" the most
+#       elements that first tensor had in one forward; "tok" its first
+#       two dimensions' product summed over the forwards (samples x
+#       padded length: frames or tokens; the leading dimension for a 1-D
+#       tensor).  "seen", "elems" and "tok" are null when no forward was
+#       seen or one had no tensor to read; "fw" is 0 then.  Only that
+#       module carries a hook once it is found (global module hooks look
+#       for it until then, for at most three optimizer steps);
+#   {"ab":"worst","pid":P,"rank":R,"mode":M,"signal":G,"batches_seen":N,
+#    "whole":W,"elems":E,"longest":L,"position":I,"median":D,"first":K,
+#    "scan_s":S,"sizes":[E1,E2,...]}
+#       the worst case first (AUTOBATCH_WORST_CASE=off|auto|scan, default
+#       auto): the first iteration of each DataLoader that starts before
+#       the process's first optimizer step yields its largest batches
+#       first.  M is "lengths" (the batches' sizes came from a length
+#       signal G, e.g. "dataset.lengths", "batch_sampler.sampler.lengths",
+#       "dataset.column:duration", "dataset.get_frame_len": the batches'
+#       index lists were reordered before any data was loaded; a batch's
+#       size in elements is its samples x its longest sample, the padded
+#       size), "scan" (no length signal, or AUTOBATCH_WORST_CASE=scan: the
+#       loader's own batches were taken for at most
+#       AUTOBATCH_WORST_CASE_SCAN seconds (default 30), or until
+#       AUTOBATCH_WORST_CASE_HOLD MB (default 128) of them were held, and
+#       are yielded again, the largest first, then the loader goes on; a
+#       batch's size is its tensors' total elements; G is null), "off"
+#       (disabled: nothing reordered, the numbers are null or 0) or
+#       "none" (the loader could not be planned; nothing reordered).  N
+#       batches were looked at, W true when that was the whole iteration
+#       (false: the scan ran out of time or room, or the sampler's end was
+#       not reached); E the largest batch's size, L its longest sample
+#       (lengths: in the signal's unit; scan: the second dimension of its
+#       first tensor of two or more dimensions, or null), I its position
+#       in the order the loader would have yielded (from 0), D the median
+#       size of the N batches, K how many batches were moved to the front
+#       (AUTOBATCH_WORST_CASE_FIRST, default twice AUTOBATCH_GRAD_ACCUM:
+#       the largest ones go into the second optimizer step, when the
+#       optimizer's state exists, the next largest into the first), S the
+#       seconds the planning took, and sizes the largest sizes seen,
+#       largest first (at most 8).  Sizes are integers for whole-number
+#       lengths, else numbers.  Batches are moved, never dropped nor
+#       repeated; later iterations (epochs) are the loader's own;
 #   {"ab":"trace","pid":P,"rank":R,"path":"...","events":N}
 #       with AUTOBATCH_RECORD set: this process's allocation trace of two
 #       training steps is in path (see _Recorder);
@@ -82,6 +131,20 @@ class _Probe(object):
         self.broken = False
         self.recorder = None     # _Recorder when AUTOBATCH_RECORD is set
         self.vmpeak = False      # report VmPeak with each step
+        # What the model gets (the outermost module's forwards, per step)
+        self.model = None        # the module whose forwards count, once found
+        self.fw_hooks = []       # global module hooks, until it is found
+        self.fw_depth = 0        # module forwards running now (until found)
+        self.fw = 0              # its forwards since the last step
+        self.seen = 0            # their first tensors' leading dimensions, summed
+        self.elems = 0           # the most elements of one first tensor
+        self.tok = 0             # first two dimensions' product, summed
+        self.fw_blind = False    # a forward had no tensor to read
+        # The worst case first
+        self.worst_mode = "auto"
+        self.worst_scan_s = 30.0
+        self.worst_hold = 128 << 20
+        self.worst_first = None  # batches moved to the front; None: 2 x accumulation
 
     # ------------------------------------------------------------ output
 
@@ -158,11 +221,20 @@ class _Probe(object):
         rank, world = self.where()
         res, alloc, held = self.memory()
         vm = _vm_kb("VmPeak") if self.vmpeak else None
+        known = self.fw > 0 and not self.fw_blind
         self.emit('{"ab":"step","pid":%d,"rank":%d,"world":%d,"step":%d,"t":%.6f,'
-                  '"res":%s,"alloc":%s,"held":%s,"bs":%s,"blen":%s,"nb":%d,"vm":%s}'
+                  '"res":%s,"alloc":%s,"held":%s,"bs":%s,"blen":%s,"nb":%d,"vm":%s,'
+                  '"seen":%s,"fw":%d,"elems":%s,"tok":%s}'
                   % (self.pid, rank, world, self.steps, t, _num(res), _num(alloc), _num(held),
-                     _num(self.bs), _num(self.blen), self.batches, _num(vm)))
+                     _num(self.bs), _num(self.blen), self.batches, _num(vm),
+                     _num(self.seen if known else None), self.fw if known else 0,
+                     _num(self.elems if known else None), _num(self.tok if known else None)))
         self.batches = 0
+        self.fw = self.seen = self.elems = self.tok = 0
+        self.fw_blind = False
+        self.fw_depth = 0   # a forward that raised never ran its end hook
+        if self.model is None and self.steps >= 3:
+            self.forget_forwards()   # no trainable module found: stop looking
         if self.recorder is not None:
             self.recorder.step(self, rank, world)
 
@@ -171,6 +243,165 @@ class _Probe(object):
         self.bs = getattr(it, "_autobatch_bs", None)
         self.blen = _leading_dim(b)
 
+    # ------------------------------------------------------------ forwards
+
+    def watch_forwards(self, torch):
+        """Global module hooks until the outermost trainable module's first
+        forward; then one hook on that module alone (cheap: one call per
+        forward of the model, none per submodule)."""
+        mod = torch.nn.modules.module
+        if not hasattr(mod, "register_module_forward_pre_hook"):
+            return
+        self.fw_hooks.append(mod.register_module_forward_pre_hook(
+            lambda m, args: _safe(self.any_forward, m, args)))
+
+        def after(m, args, out):
+            self.fw_depth = max(0, self.fw_depth - 1)
+        try:
+            h = mod.register_module_forward_hook(after, always_call=True)
+        except TypeError:   # torch < 2.1: a forward that raises leaves depth up
+            h = mod.register_module_forward_hook(after)   # until the next step
+        self.fw_hooks.append(h)
+
+    def forget_forwards(self):
+        hooks, self.fw_hooks = self.fw_hooks, []
+        for h in hooks:
+            try:
+                h.remove()
+            except Exception:
+                pass
+
+    def any_forward(self, m, args):
+        if self.fw_depth == 0 and self.model is None and _trainable(m):
+            self.adopt(m)
+            self.forward(args, _call_kwargs(m, args, self.torch.Tensor))
+            return
+        self.fw_depth += 1
+
+    def adopt(self, m):
+        self.model = m
+        self.forget_forwards()
+
+        def pre_kw(mod, args, kwargs):
+            _safe(self.forward, args, kwargs)
+            return None
+
+        def pre(mod, args):
+            _safe(lambda: self.forward(args, _call_kwargs(mod, args, self.torch.Tensor)))
+            return None
+        try:
+            m.register_forward_pre_hook(pre_kw, with_kwargs=True)
+        except TypeError:   # torch < 2.0: the hook sees positional arguments only
+            m.register_forward_pre_hook(pre)
+
+    def forward(self, args, kwargs):
+        self.fw += 1
+        tensor = self.torch.Tensor
+        t = _first_tensor(args, tensor)
+        if t is None and kwargs:
+            t = _first_tensor(list(kwargs.values()), tensor)
+        shape = getattr(t, "shape", None)
+        if shape is None or len(shape) == 0:
+            self.fw_blind = True
+            return
+        n = int(shape[0])
+        self.seen += n
+        self.tok += n * int(shape[1]) if len(shape) > 1 else n
+        e = int(t.numel())
+        if e > self.elems:
+            self.elems = e
+
+    # ------------------------------------------------------------ worst case
+
+    def worst_begin(self, it, loader):
+        """A DataLoader iterator was made: plan its worst case first when it
+        is the loader's first iteration and training has not stepped yet."""
+        if self.steps > 0 or os.getpid() != self.pid or loader.__dict__.get("_autobatch_planned"):
+            return
+        loader.__dict__["_autobatch_planned"] = True
+        if self.worst_mode == "off":
+            self.worst_emit(_WorstReport("off"))
+            return
+        iterable = isinstance(loader.dataset, self.torch.utils.data.IterableDataset)
+        if self.worst_mode == "auto" and not iterable:
+            sig = _length_signal(loader)
+            if sig is not None:
+                rep = _plan_lengths(self, it, sig)
+                if rep is not None:
+                    self.worst_emit(rep)
+                    return
+        it._autobatch_front = _Front()   # scanned at the first batch asked for
+
+    def worst_first_n(self):
+        if self.worst_first is not None:
+            return self.worst_first
+        return 2 * max(1, _env_int("AUTOBATCH_GRAD_ACCUM") or 1)
+
+    def worst_emit(self, rep):
+        rank, _ = self.where()
+        self.emit('{"ab":"worst","pid":%d,"rank":%d,"mode":"%s","signal":%s,"batches_seen":%d,'
+                  '"whole":%s,"elems":%s,"longest":%s,"position":%s,"median":%s,"first":%d,'
+                  '"scan_s":%.3f,"sizes":[%s]}'
+                  % (os.getpid(), rank, rep.mode,
+                     "null" if rep.signal is None else _json_str(rep.signal), rep.seen,
+                     "true" if rep.whole else "false", _size(rep.elems), _size(rep.longest),
+                     _num(rep.position), _size(rep.median), rep.first, rep.secs,
+                     ",".join(_size(x) for x in rep.sizes)))
+
+    def front_next(self, it, orig_next):
+        """__next__ of an iterator whose first batches are the largest ones
+        its loader yields within the scan's bounds."""
+        q = it._autobatch_front
+        if q.pending:
+            q.pending = False
+            self.scan(it, orig_next, q)
+        if q.buf:
+            return q.buf.popleft()
+        it._autobatch_front = None
+        if q.exc is not None:
+            exc, q.exc = q.exc, None
+            raise exc
+        if q.end:
+            raise StopIteration
+        return orig_next(it)
+
+    def scan(self, it, orig_next, q):
+        """Take the loader's batches until the time or room runs out or the
+        loader ends; they go out again, the largest first.  Whatever goes
+        wrong here, every batch taken goes out."""
+        import collections
+        t0 = _monotonic()
+        deadline = t0 + self.worst_scan_s
+        items, keys, longest, held = [], [], [], 0
+        q.buf = collections.deque()
+        try:
+            while True:
+                try:
+                    b = orig_next(it)
+                except StopIteration:
+                    q.end = True
+                    break
+                except Exception as e:   # the trainer's own error: raised after the batches
+                    q.exc = e
+                    break
+                items.append(b)
+                elems, lg, nbytes = _batch_elems(b, self.torch.Tensor)
+                keys.append(elems)
+                longest.append(lg)
+                held += nbytes
+                if _monotonic() >= deadline or held >= self.worst_hold:
+                    break
+            accum = max(1, _env_int("AUTOBATCH_GRAD_ACCUM") or 1)
+            order = _front_order(keys, self.worst_first_n(), accum)
+            rep = _report("scan", None, keys, longest, q.end and q.exc is None,
+                          self.worst_first_n(), _monotonic() - t0)
+        except Exception as e:
+            self.error("worst case scan: %s" % e)
+            order, rep = range(len(items)), None
+        q.buf.extend(items[i] for i in order)
+        del items
+        if rep is not None:
+            self.worst_emit(rep)
 
 class _Recorder(object):
     """The allocation trace of two training steps, for autobatch's replay
@@ -323,6 +554,17 @@ def _env_int(name):
         return None
 
 
+def _env_seconds(name):
+    """A duration: seconds, or with an s, m or h suffix; None if unset or bad."""
+    v = os.environ.get(name, "").strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600}.get(v[-1:], None)
+    try:
+        x = float(v[:-1]) * scale if scale else float(v)
+    except ValueError:
+        return None
+    return x if x >= 0 else None
+
+
 def _num(v):
     return "null" if v is None else "%d" % v
 
@@ -362,6 +604,324 @@ def _loader_batch_size(loader):
     return bs if isinstance(bs, int) and not isinstance(bs, bool) else None
 
 
+def _trainable(m):
+    """The module has a parameter that trains (a model, not a loss or a
+    frozen feature extractor)."""
+    for p in m.parameters():
+        if p.requires_grad:
+            return True
+    return False
+
+
+def _first_tensor(x, tensor, depth=3):
+    """x itself when a tensor, else the first tensor inside a dict, list or
+    tuple (a few levels down, a few entries each)."""
+    if isinstance(x, tensor):
+        return x
+    if depth <= 0:
+        return None
+    if isinstance(x, (list, tuple)):
+        vals = x[:16]
+    else:
+        values = getattr(x, "values", None)   # dict, BatchEncoding, UserDict
+        if values is None or not callable(values) or isinstance(x, type):
+            return None
+        try:
+            vals = list(values())[:16]
+        except Exception:
+            return None
+    for v in vals:
+        t = _first_tensor(v, tensor, depth - 1)
+        if t is not None:
+            return t
+    return None
+
+
+def _call_kwargs(m, args, tensor):
+    """The keyword arguments of module m's call now running, when its
+    positional ones hold no tensor and the hook could not be given them
+    (torch < 2.0, global hooks): read from the frame of Module.__call__."""
+    if _first_tensor(args, tensor) is not None:
+        return None
+    try:
+        f = sys._getframe(2)
+        for _ in range(8):
+            if f is None:
+                return None
+            loc = f.f_locals
+            if loc.get("self") is m and isinstance(loc.get("kwargs"), dict):
+                return loc["kwargs"]
+            f = f.f_back
+    except Exception:
+        pass
+    return None
+
+
+def _batch_tensors(x, tensor, out, depth=3):
+    if isinstance(x, tensor):
+        out.append(x)
+    elif depth > 0 and len(out) < 64:
+        if isinstance(x, (list, tuple)):
+            vals = x[:64]
+        else:
+            values = getattr(x, "values", None)
+            if values is None or not callable(values) or isinstance(x, type):
+                return
+            try:
+                vals = list(values())[:64]
+            except Exception:
+                return
+        for v in vals:
+            _batch_tensors(v, tensor, out, depth - 1)
+
+
+def _batch_elems(b, tensor):
+    """A batch's tensors' total elements, the second dimension of its first
+    tensor of two or more dimensions (None if none), and its bytes."""
+    ts = []
+    _batch_tensors(b, tensor, ts)
+    elems = nbytes = 0
+    longest = None
+    for t in ts:
+        n = int(t.numel())
+        elems += n
+        nbytes += n * t.element_size()
+        if longest is None and t.dim() >= 2:
+            longest = int(t.shape[1])
+    return elems, longest, nbytes
+
+
+class _WorstReport(object):
+    def __init__(self, mode):
+        self.mode = mode
+        self.signal = None
+        self.seen = 0
+        self.whole = False
+        self.elems = self.longest = self.position = self.median = None
+        self.first = 0
+        self.secs = 0.0
+        self.sizes = []
+
+
+class _Front(object):
+    """The scanned batches of one iterator, to yield before the rest."""
+
+    def __init__(self):
+        self.pending = True
+        self.buf = None
+        self.end = False
+        self.exc = None
+
+
+class _Planned(object):
+    """An index sampler for one iteration: the planned batches (the largest
+    first), then the rest of the real sampler's iterator.  Iterated again
+    (a persistent-workers loader's next epoch) it is the real sampler."""
+
+    def __init__(self, order, rest, real):
+        self.order = order
+        self.rest = rest
+        self.real = real
+        self.used = False
+
+    def __iter__(self):
+        if self.used:
+            return iter(self.real)
+        return self._gen()
+
+    def _gen(self):
+        self.used = True   # runs at the first batch taken, not when made
+        for x in self.order:
+            yield x
+        self.order = []
+        if self.rest is not None:
+            for x in self.rest:
+                yield x
+
+    def __len__(self):
+        return len(self.real)
+
+
+def _size(v):
+    if v is None:
+        return "null"
+    if isinstance(v, int) or float(v).is_integer():
+        return "%d" % int(v)
+    return "%.6g" % v
+
+
+def _front_order(keys, first, accum):
+    """Positions in the order to yield them: the `first` largest (the
+    largest `accum` second, the next `accum` first, the rest largest
+    first), then everything else in its own order."""
+    import heapq
+    top = heapq.nlargest(min(first, len(keys)), range(len(keys)), key=keys.__getitem__)
+    if len(top) >= 2 * accum:
+        top = top[accum:2 * accum] + top[:accum] + top[2 * accum:]
+    front = set(top)
+    return top + [i for i in range(len(keys)) if i not in front]
+
+
+def _report(mode, signal, keys, longest, whole, first, secs):
+    rep = _WorstReport(mode)
+    rep.signal = signal
+    rep.seen = len(keys)
+    rep.whole = bool(whole)
+    rep.first = min(first, len(keys))
+    rep.secs = secs
+    if keys:
+        import heapq
+        i = max(range(len(keys)), key=lambda k: (keys[k], -k))
+        rep.elems, rep.longest, rep.position = keys[i], longest[i], i
+        rep.median = sorted(keys)[len(keys) // 2]
+        rep.sizes = heapq.nlargest(8, keys)
+    return rep
+
+
+_LENGTH_ATTRS = ("lengths", "durations", "sizes")
+_LENGTH_COLUMNS = ("length", "lengths", "duration", "durations", "input_length",
+                   "input_lengths", "audio_length", "num_frames", "n_frames", "frame_len")
+
+
+def _as_list(v, n):
+    """v as a list of n numbers, or None."""
+    if v is None or isinstance(v, (str, bytes, dict)):
+        return None
+    try:
+        if hasattr(v, "tolist"):
+            v = v.tolist()
+        if len(v) != n or not n:
+            return None
+        if not isinstance(v, list):
+            v = list(v)
+        x = v[0]
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            return None
+        return v
+    except Exception:
+        return None
+
+
+def _dataset_signal(ds, where, depth=2):
+    """(name, lengths by index) of a dataset, or None."""
+    try:
+        n = len(ds)
+    except Exception:
+        return None
+    for attr in _LENGTH_ATTRS:
+        try:
+            v = _as_list(getattr(ds, attr, None), n)
+        except Exception:
+            v = None
+        if v is not None:
+            return "%s.%s" % (where, attr), v
+    cols = getattr(ds, "column_names", None)   # a Hugging Face datasets.Dataset
+    if isinstance(cols, list):
+        for c in _LENGTH_COLUMNS:
+            if c in cols:
+                try:
+                    v = _as_list(ds[c], n)
+                except Exception:
+                    v = None
+                if v is not None:
+                    return "%s.column:%s" % (where, c), v
+    indices = getattr(ds, "indices", None)   # torch.utils.data.Subset
+    inner = getattr(ds, "dataset", None)
+    if depth > 0 and inner is not None and indices is not None:
+        sig = _dataset_signal(inner, where + ".dataset", depth - 1)
+        if sig is not None:
+            try:
+                return sig[0], [sig[1][int(i)] for i in indices]
+            except Exception:
+                return None
+    fl = getattr(ds, "get_frame_len", None)   # F5-TTS's datasets
+    if callable(fl):
+        return "%s.get_frame_len" % where, fl
+    return None
+
+
+def _length_signal(loader):
+    """Where the loader's samples' lengths can be read without loading
+    them: (name, lengths indexed by dataset index or a function of it)."""
+    ds = loader.dataset
+    try:
+        n = len(ds)
+    except Exception:
+        return None
+    bs = getattr(loader, "batch_sampler", None)
+    for obj, where in ((getattr(loader, "sampler", None), "sampler"), (bs, "batch_sampler"),
+                       (getattr(bs, "sampler", None), "batch_sampler.sampler")):
+        if obj is None:
+            continue
+        for attr in _LENGTH_ATTRS:
+            try:
+                v = _as_list(getattr(obj, attr, None), n)
+            except Exception:
+                v = None
+            if v is not None:
+                return "%s.%s" % (where, attr), v
+    return _dataset_signal(ds, "dataset")
+
+
+def _plan_lengths(probe, it, sig):
+    """Reorder the iterator's index lists (batches of dataset indices) so
+    that the largest come first, before any data is loaded.  Takes the
+    lists from the iterator's own sampler iterator (the sampler is not
+    iterated a second time); bounded by the scan time.  None: not a
+    sampler of indices (nothing taken)."""
+    name, lengths = sig
+    get = lengths if callable(lengths) else lengths.__getitem__
+    real = getattr(it, "_index_sampler", None)
+    src = getattr(it, "_sampler_iter", None)
+    if real is None or src is None:
+        return None
+    try:
+        total = len(real)
+    except Exception:
+        total = None
+    t0 = _monotonic()
+    deadline = t0 + probe.worst_scan_s
+    items, keys, longest = [], [], []
+    whole = False
+    bad = None
+    while True:
+        if total is not None and len(items) >= total:
+            whole = True
+            break
+        try:
+            idx = next(src)
+        except StopIteration:
+            whole = True
+            src = None
+            break
+        items.append(idx)
+        try:
+            ids = [int(idx)] if isinstance(idx, int) or not hasattr(idx, "__iter__") else [int(i) for i in idx]
+            ls = [get(i) for i in ids]
+            top = max(ls) if ls else 0
+            keys.append(top * len(ls))
+            longest.append(top)
+        except Exception as e:   # not indices, or no length for one: keep the order
+            bad = e
+            break
+        if len(items) % 64 == 0 and _monotonic() >= deadline:
+            break
+    first = probe.worst_first_n()
+    accum = max(1, _env_int("AUTOBATCH_GRAD_ACCUM") or 1)
+    if bad is not None:
+        order = list(range(len(items)))
+        probe.error("worst case: %s does not give a batch's lengths (%s)" % (name, bad))
+        rep = _WorstReport("none")
+        rep.signal = name
+    else:
+        order = _front_order(keys, first, accum)
+        rep = _report("lengths", name, keys, longest, whole, first, _monotonic() - t0)
+    planned = _Planned([items[i] for i in order], src, real)
+    it._index_sampler = planned
+    it._sampler_iter = iter(planned)
+    return rep
+
+
 def _install(probe, torch):
     if probe.torch is not None:
         return  # once: the finder and the import wrapper may both get here
@@ -386,6 +946,10 @@ def _install(probe, torch):
         _wrap_dataloader(probe, torch.utils.data)
     except Exception as e:
         probe.error("DataLoader hooks: %s" % e)
+    try:
+        probe.watch_forwards(torch)
+    except Exception as e:
+        probe.error("module hooks: %s" % e)
     rank, _ = probe.where()
     probe.emit('{"ab":"torch","pid":%d,"rank":%d,"version":%s,"hook":"%s"}'
                % (os.getpid(), rank, _json_str(getattr(torch, "__version__", "?")), hook))
@@ -484,6 +1048,18 @@ def _wrap_dataloader(probe, data):
     iter_cls = data.dataloader._BaseDataLoaderIter
     orig_iter = loader_cls.__iter__
     orig_next = iter_cls.__next__
+    orig_init = iter_cls.__init__
+
+    def init_wrapper(self, loader, *args, **kwargs):
+        # The base class's __init__ (each iterator class calls it first)
+        # made the sampler's iterator; the worst case is planned on it
+        # before a worker process starts or an index is fetched.
+        orig_init(self, loader, *args, **kwargs)
+        try:
+            probe.worst_begin(self, loader)
+        except Exception as e:
+            probe.error("worst case: %s" % e)
+    init_wrapper.__wrapped__ = orig_init
 
     def iter_wrapper(self):
         it = orig_iter(self)
@@ -494,7 +1070,10 @@ def _wrap_dataloader(probe, data):
         return it
 
     def next_wrapper(self):
-        b = orig_next(self)
+        if getattr(self, "_autobatch_front", None) is not None:
+            b = probe.front_next(self, orig_next)
+        else:
+            b = orig_next(self)
         try:
             probe.batch(self, b)
         except Exception:
@@ -502,6 +1081,7 @@ def _wrap_dataloader(probe, data):
         return b
     loader_cls.__iter__ = iter_wrapper
     iter_cls.__next__ = next_wrapper
+    iter_cls.__init__ = init_wrapper
 
 
 class _TorchFinder(object):
@@ -596,6 +1176,17 @@ def _ab_start():
         return
     probe = _Probe(fd)
     probe.vmpeak = bool(os.environ.get("AUTOBATCH_VMPEAK"))
+    mode = (os.environ.get("AUTOBATCH_WORST_CASE") or "auto").strip().lower()
+    probe.worst_mode = mode if mode in ("off", "auto", "scan") else "auto"
+    scan = _env_seconds("AUTOBATCH_WORST_CASE_SCAN")
+    if scan is not None:
+        probe.worst_scan_s = scan
+    hold = _env_int("AUTOBATCH_WORST_CASE_HOLD")
+    if hold is not None and hold >= 0:
+        probe.worst_hold = hold << 20
+    first = _env_int("AUTOBATCH_WORST_CASE_FIRST")
+    if first is not None and first >= 0:
+        probe.worst_first = first
     record = os.environ.get("AUTOBATCH_RECORD")
     if record:
         probe.recorder = _Recorder(record, max(1, _env_int("AUTOBATCH_RECORD_AFTER") or 2),

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,6 +34,60 @@ static long long inproc_int(json_t *o, const char *key, long long lo, long long 
     return n < lo || n > hi ? -2 : n;
 }
 
+/* A number in [0, INPROC_MAX_ELEMS], or -1 for null/absent; -2 otherwise. */
+static double inproc_size(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return -1;
+    if (!json_is_number(v))
+        return -2;
+    double x = json_number_value(v);
+    return isfinite(x) && x >= 0 && x <= INPROC_MAX_ELEMS ? x : -2;
+}
+
+/* The fields of a "worst" line; 0 when one is out of shape. */
+static int inproc_parse_worst(json_t *o, struct inproc_worst *w)
+{
+    const char *mode = json_string_value(json_object_get(o, "mode"));
+    if (!mode || (strcmp(mode, "lengths") && strcmp(mode, "scan") && strcmp(mode, "off") &&
+                  strcmp(mode, "none")))
+        return 0;
+    snprintf(w->mode, sizeof w->mode, "%s", mode);
+    const char *sig = json_string_value(json_object_get(o, "signal"));
+    snprintf(w->signal, sizeof w->signal, "%s", sig ? sig : "");
+    w->rank = (long)inproc_int(o, "rank", 0, INPROC_MAX_RANK);
+    w->batches_seen = (long)inproc_int(o, "batches_seen", 0, INPROC_MAX_STEP);
+    json_t *whole = json_object_get(o, "whole");
+    w->whole = json_is_true(whole);
+    w->elems = inproc_size(o, "elems");
+    w->longest = inproc_size(o, "longest");
+    w->position = (long)inproc_int(o, "position", 0, INPROC_MAX_STEP);
+    w->median = inproc_size(o, "median");
+    w->first = (long)inproc_int(o, "first", 0, INPROC_MAX_STEP);
+    w->scan_s = inproc_size(o, "scan_s");
+    json_t *sizes = json_object_get(o, "sizes");
+    if (sizes && !json_is_array(sizes) && !json_is_null(sizes))
+        return 0;
+    for (size_t i = 0; json_is_array(sizes) && i < json_array_size(sizes); i++) {
+        json_t *x = json_array_get(sizes, i);
+        double v = json_is_number(x) ? json_number_value(x) : -1;
+        if (!isfinite(v) || v < 0 || v > INPROC_MAX_ELEMS)
+            return 0;
+        if (w->nsizes < INPROC_WORST_SIZES)
+            w->sizes[w->nsizes++] = v;
+    }
+    if (w->batches_seen == -1)
+        w->batches_seen = 0;
+    if (w->first == -1)
+        w->first = 0;
+    if (w->scan_s == -1)
+        w->scan_s = 0;
+    return w->rank >= -1 && w->batches_seen >= 0 && w->elems >= -1 && w->longest >= -1 &&
+           w->position >= -1 && w->median >= -1 && w->first >= 0 && w->scan_s >= 0 &&
+           (json_is_boolean(whole) || !whole || json_is_null(whole));
+}
+
 int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
 {
     memset(ev, 0, sizeof *ev);
@@ -40,6 +95,7 @@ int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
     ev->reserved = ev->allocated = ev->held = ev->vm_peak_kb = -1;
     ev->step = -1;
     ev->t = -1;
+    ev->seen = ev->elems = ev->tokens = -1;
     if (len == 0 || len > 4096 || line[0] != '{')
         return 0;
     json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
@@ -76,11 +132,24 @@ int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
         ev->batch_len = (long)inproc_int(o, "blen", 0, INPROC_MAX_STEP);
         ev->batches = (long)inproc_int(o, "nb", 0, INPROC_MAX_STEP);
         ev->vm_peak_kb = inproc_int(o, "vm", 0, INPROC_MAX_BYTES / 1024);
+        ev->seen = (long)inproc_int(o, "seen", 0, INPROC_MAX_STEP);
+        ev->forwards = (long)inproc_int(o, "fw", 0, INPROC_MAX_STEP);
+        ev->elems = inproc_int(o, "elems", 0, INPROC_MAX_BYTES);
+        ev->tokens = inproc_int(o, "tok", 0, INPROC_MAX_BYTES);
         json_t *t = json_object_get(o, "t");
         ev->t = json_is_number(t) ? json_number_value(t) : -1;
         ok = ev->rank >= -1 && ev->world >= -1 && ev->step >= 1 && ev->reserved >= -1 &&
              ev->allocated >= -1 && ev->held >= -1 && ev->batch_size >= -1 && ev->batch_len >= -1 &&
-             ev->batches >= -1 && ev->vm_peak_kb >= -1 && isfinite(ev->t) && ev->t >= 0 && ev->t < 1e12;
+             ev->batches >= -1 && ev->vm_peak_kb >= -1 && isfinite(ev->t) && ev->t >= 0 && ev->t < 1e12 &&
+             ev->seen >= -1 && ev->forwards >= -1 && ev->elems >= -1 && ev->tokens >= -1;
+        if (ev->forwards < 0 || ev->seen < 0) /* absent (an older probe) or not all seen */
+            ev->forwards = 0;
+        if (!ev->forwards)
+            ev->seen = ev->elems = ev->tokens = -1;
+    } else if (ok && !strcmp(kind, "worst")) {
+        ev->kind = INPROC_WORST;
+        ok = inproc_parse_worst(o, &ev->worst);
+        ev->rank = ev->worst.rank;
     } else {
         ok = 0;
     }
@@ -89,6 +158,78 @@ int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
     if (!ok)
         ev->kind = INPROC_NONE;
     return ok;
+}
+
+int inproc_seen_add(struct inproc_seen *s, const struct inproc_event *ev)
+{
+    if (ev->kind != INPROC_STEP || ev->forwards <= 0 || ev->seen <= 0 || s->n >= INPROC_SEEN_MAX)
+        return 0;
+    if (s->n == s->alloc) {
+        size_t na = s->alloc ? 2 * s->alloc : 64;
+        struct inproc_seen_step *nv = realloc(s->v, na * sizeof *nv);
+        if (!nv)
+            return -1;
+        s->v = nv;
+        s->alloc = na;
+    }
+    s->v[s->n++] = (struct inproc_seen_step){ ev->step, ev->seen, ev->forwards, ev->tokens };
+    return 0;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n) (sorts it); the lower middle for an even n. */
+static long long median_ll(long long *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_ll);
+    return v[(n - 1) / 2];
+}
+
+long inproc_seen_median(const struct inproc_seen *s, long warmup, struct inproc_seen_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    out->tokens_per_step = -1;
+    size_t after = 0;
+    for (size_t i = 0; i < s->n; i++)
+        after += s->v[i].step > warmup;
+    long from = after ? warmup : 0; /* none after the warm-up: all of them */
+    size_t n = after ? after : s->n;
+    if (!n)
+        return 0;
+    long long *a = malloc(4 * n * sizeof *a);
+    if (!a)
+        return 0;
+    long long *seen = a, *fw = a + n, *per = a + 2 * n, *tok = a + 3 * n;
+    size_t k = 0, nt = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const struct inproc_seen_step *x = &s->v[i];
+        if (x->step <= from)
+            continue;
+        seen[k] = x->seen;
+        fw[k] = x->forwards;
+        per[k] = (x->seen + x->forwards / 2) / x->forwards;
+        k++;
+        if (x->tokens >= 0)
+            tok[nt++] = x->tokens;
+    }
+    out->steps = (long)k;
+    out->seen_per_step = (long)median_ll(seen, k);
+    out->forwards_per_step = (long)median_ll(fw, k);
+    out->per_forward = (long)median_ll(per, k);
+    if (nt == k)
+        out->tokens_per_step = median_ll(tok, nt);
+    free(a);
+    return out->steps;
+}
+
+void inproc_seen_release(struct inproc_seen *s)
+{
+    free(s->v);
+    memset(s, 0, sizeof *s);
 }
 
 int inproc_install(const char *dir, char *err, size_t errlen)

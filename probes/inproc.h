@@ -6,21 +6,48 @@
  * start-up (autobatch puts its directory first on PYTHONPATH).  When torch
  * is imported it appends one JSON object per line to the trial's probe
  * file (AUTOBATCH_PROBE): a "torch" line once per process, a "step" line
- * after each real optimizer step, an "error" line when it could not hook
- * something.  This module writes the probe's source where trials find it
- * and parses its lines.  It never prints.
+ * after each real optimizer step, a "worst" line when it put a loader's
+ * largest batches first, an "error" line when it could not hook
+ * something (the lines' shapes are documented at the top of
+ * sitecustomize.py).  This module writes the probe's source where trials
+ * find it, parses its lines, and sums up what the model got per step
+ * (struct inproc_seen).  It never prints.
  */
 #ifndef AB_INPROC_H
 #define AB_INPROC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-enum inproc_kind { INPROC_NONE = 0, INPROC_TORCH, INPROC_STEP, INPROC_ERROR };
+enum inproc_kind { INPROC_NONE = 0, INPROC_TORCH, INPROC_STEP, INPROC_ERROR, INPROC_WORST };
 
 /* Bounds on what a line may claim; anything outside makes it no event. */
 #define INPROC_MAX_STEP 1000000000L
 #define INPROC_MAX_RANK 65535L
 #define INPROC_MAX_BYTES (1LL << 56)
+#define INPROC_MAX_ELEMS 1e18 /**< a batch's size in elements or a length */
+#define INPROC_WORST_SIZES 8
+
+/**
+ * The worst case first (a "worst" line): which of a DataLoader's batches
+ * the trial met first.  All zero (mode "") when no line was seen; the
+ * numbers below are meaningful only when mode is "lengths" or "scan".
+ */
+struct inproc_worst {
+    char mode[8];         /**< "lengths", "scan", "off", "none"; "" no record */
+    char signal[64];      /**< where the lengths came from ("dataset.lengths"), or "" */
+    long rank;            /**< the rank that planned it */
+    long batches_seen;    /**< batches looked at */
+    int whole;            /**< that was the whole iteration (epoch) */
+    double elems;         /**< the largest batch's size in elements; <0 unknown */
+    double longest;       /**< its longest sample; <0 unknown */
+    long position;        /**< its place in the loader's own order, from 0; <0 unknown */
+    double median;        /**< the median size of the batches seen; <0 unknown */
+    long first;           /**< batches moved to the front */
+    double scan_s;        /**< seconds spent planning */
+    double sizes[INPROC_WORST_SIZES]; /**< the largest sizes seen, largest first */
+    int nsizes;
+};
 
 struct inproc_event {
     enum inproc_kind kind;
@@ -36,6 +63,12 @@ struct inproc_event {
     long batch_len;        /**< leading dimension of the last batch; -1 unknown */
     long batches;          /**< batches fetched since the previous step; -1 unknown */
     long long vm_peak_kb;  /**< the process's VmPeak (AUTOBATCH_VMPEAK set); -1 unknown */
+    /* What the model got since the previous step (the outermost module's forwards). */
+    long seen;             /**< leading dimensions of the first tensor argument summed; -1 unknown */
+    long forwards;         /**< forwards of the outermost module; 0 none seen or unknown */
+    long long elems;       /**< most elements of one forward's first tensor; -1 unknown */
+    long long tokens;      /**< leading x second dimension summed (padded frames/tokens); -1 unknown */
+    struct inproc_worst worst; /**< a "worst" line */
     char text[160];        /**< torch version ("torch"), or what failed ("error") */
     char hook[16];         /**< "global" or "wrap" ("torch") */
 };
@@ -45,6 +78,44 @@ struct inproc_event {
  * well-formed line whose numbers are in range, else 0 (ev->kind NONE).
  */
 int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev);
+
+/**
+ * What the model got per optimizer step, from the "step" lines of the
+ * process whose steps count: zero-initialise (INPROC_SEEN_INIT), add each
+ * step with inproc_seen_add(), read the medians with inproc_seen_median(),
+ * free with inproc_seen_release().  Steps whose forwards were not all
+ * seen are left out.  At most INPROC_SEEN_MAX steps are kept.
+ */
+#define INPROC_SEEN_MAX 100000
+struct inproc_seen_step {
+    long step, seen, forwards;
+    long long tokens; /**< -1 unknown */
+};
+struct inproc_seen {
+    struct inproc_seen_step *v;
+    size_t n, alloc;
+};
+#define INPROC_SEEN_INIT { NULL, 0, 0 }
+
+/** Add one "step" event (others are ignored); -1 when out of memory. */
+int inproc_seen_add(struct inproc_seen *s, const struct inproc_event *ev);
+
+struct inproc_seen_summary {
+    long steps;            /**< steps the medians are taken over; 0: nothing known */
+    long seen_per_step;    /**< median samples the model got per optimizer step */
+    long forwards_per_step;/**< median forwards per optimizer step */
+    long per_forward;      /**< median samples per forward (the micro-batch it got) */
+    long long tokens_per_step; /**< median padded frames/tokens per step; -1 unknown */
+};
+
+/**
+ * Medians over the steps after the first `warmup` (over all of them when
+ * none is after it).  Fills *out (all zero, tokens -1, when no step is
+ * known); returns out->steps.
+ */
+long inproc_seen_median(const struct inproc_seen *s, long warmup, struct inproc_seen_summary *out);
+
+void inproc_seen_release(struct inproc_seen *s);
 
 /**
  * Write the probe's source into DIR/sitecustomize.py (DIR is made, 0700).

@@ -94,6 +94,198 @@ static void test_out_of_range_rejected(void **state)
     }
 }
 
+/* What the model got: the outermost module's forwards since the last step. */
+static void test_step_seen_fields(void **state)
+{
+    (void)state;
+    struct inproc_event ev;
+    assert_int_equal(parse("{\"ab\":\"step\",\"pid\":7,\"rank\":0,\"world\":1,\"step\":3,\"t\":2.5,"
+                           "\"bs\":4,\"blen\":4,\"nb\":2,\"seen\":8,\"fw\":2,\"elems\":65536,"
+                           "\"tok\":2048}", &ev), 1);
+    assert_int_equal(ev.seen, 8);
+    assert_int_equal(ev.forwards, 2);
+    assert_int_equal(ev.elems, 65536);
+    assert_int_equal(ev.tokens, 2048);
+    /* No forward seen, or one without a tensor: unknown, whatever else it says. */
+    assert_int_equal(parse("{\"ab\":\"step\",\"pid\":7,\"rank\":0,\"world\":1,\"step\":3,\"t\":2.5,"
+                           "\"seen\":null,\"fw\":0,\"elems\":null,\"tok\":null}", &ev), 1);
+    assert_int_equal(ev.seen, -1);
+    assert_int_equal(ev.forwards, 0);
+    assert_int_equal(ev.elems, -1);
+    assert_int_equal(ev.tokens, -1);
+    assert_int_equal(parse("{\"ab\":\"step\",\"pid\":7,\"rank\":0,\"world\":1,\"step\":3,\"t\":2.5,"
+                           "\"seen\":null,\"fw\":3,\"elems\":9}", &ev), 1);
+    assert_int_equal(ev.forwards, 0);
+    assert_int_equal(ev.elems, -1);
+    /* An older probe's line has none of them. */
+    assert_int_equal(parse("{\"ab\":\"step\",\"pid\":7,\"rank\":0,\"world\":1,\"step\":3,\"t\":2.5}", &ev), 1);
+    assert_int_equal(ev.seen, -1);
+    assert_int_equal(ev.forwards, 0);
+    /* Out of range or of the wrong type: no event. */
+    const char *bad[] = {
+        "{\"ab\":\"step\",\"pid\":7,\"rank\":0,\"world\":1,\"step\":3,\"t\":2.5,\"seen\":-1,\"fw\":1}",
+        "{\"ab\":\"step\",\"pid\":7,\"rank\":0,\"world\":1,\"step\":3,\"t\":2.5,\"seen\":8,\"fw\":\"2\"}",
+        "{\"ab\":\"step\",\"pid\":7,\"rank\":0,\"world\":1,\"step\":3,\"t\":2.5,\"seen\":8,\"fw\":1,"
+        "\"elems\":1e300}",
+        "{\"ab\":\"step\",\"pid\":7,\"rank\":0,\"world\":1,\"step\":3,\"t\":2.5,\"seen\":2305843009213693952,"
+        "\"fw\":1}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(parse(bad[i], &ev), 0);
+}
+
+static void test_worst_line(void **state)
+{
+    (void)state;
+    struct inproc_event ev;
+    assert_int_equal(parse("{\"ab\":\"worst\",\"pid\":6089,\"rank\":1,\"mode\":\"lengths\","
+                           "\"signal\":\"dataset.lengths\",\"batches_seen\":8,\"whole\":true,\"elems\":4096,"
+                           "\"longest\":256,\"position\":7,\"median\":320,\"first\":2,\"scan_s\":0.013,"
+                           "\"sizes\":[4096,320,320]}", &ev), 1);
+    assert_int_equal(ev.kind, INPROC_WORST);
+    assert_int_equal(ev.pid, 6089);
+    assert_int_equal(ev.rank, 1);
+    assert_string_equal(ev.worst.mode, "lengths");
+    assert_string_equal(ev.worst.signal, "dataset.lengths");
+    assert_int_equal(ev.worst.rank, 1);
+    assert_int_equal(ev.worst.batches_seen, 8);
+    assert_true(ev.worst.whole);
+    assert_true(ev.worst.elems == 4096);
+    assert_true(ev.worst.longest == 256);
+    assert_int_equal(ev.worst.position, 7);
+    assert_true(ev.worst.median == 320);
+    assert_int_equal(ev.worst.first, 2);
+    assert_true(ev.worst.scan_s > 0.012 && ev.worst.scan_s < 0.014);
+    assert_int_equal(ev.worst.nsizes, 3);
+    assert_true(ev.worst.sizes[0] == 4096 && ev.worst.sizes[2] == 320);
+
+    /* A scan: no signal, sizes in elements, a longest it could not tell;
+     * durations in seconds are not whole numbers. */
+    assert_int_equal(parse("{\"ab\":\"worst\",\"pid\":5,\"rank\":0,\"mode\":\"scan\",\"signal\":null,"
+                           "\"batches_seen\":40,\"whole\":false,\"elems\":12.5,\"longest\":null,"
+                           "\"position\":39,\"median\":1.25,\"first\":2,\"scan_s\":30.001,"
+                           "\"sizes\":[12.5,1,2,3,4,5,6,7,8,9]}", &ev), 1);
+    assert_string_equal(ev.worst.mode, "scan");
+    assert_string_equal(ev.worst.signal, "");
+    assert_false(ev.worst.whole);
+    assert_true(ev.worst.elems == 12.5);
+    assert_true(ev.worst.longest < 0);
+    assert_int_equal(ev.worst.nsizes, INPROC_WORST_SIZES); /* more are not kept */
+
+    /* Off: nothing was looked at. */
+    assert_int_equal(parse("{\"ab\":\"worst\",\"pid\":5,\"rank\":0,\"mode\":\"off\",\"signal\":null,"
+                           "\"batches_seen\":0,\"whole\":false,\"elems\":null,\"longest\":null,"
+                           "\"position\":null,\"median\":null,\"first\":0,\"scan_s\":0.000,\"sizes\":[]}",
+                           &ev), 1);
+    assert_string_equal(ev.worst.mode, "off");
+    assert_true(ev.worst.elems < 0);
+    assert_int_equal(ev.worst.position, -1);
+    assert_int_equal(ev.worst.nsizes, 0);
+
+    const char *bad[] = {
+        "{\"ab\":\"worst\",\"pid\":5,\"rank\":0,\"mode\":\"everything\"}",
+        "{\"ab\":\"worst\",\"pid\":5,\"rank\":0}",
+        "{\"ab\":\"worst\",\"pid\":5,\"rank\":0,\"mode\":\"scan\",\"elems\":-3}",
+        "{\"ab\":\"worst\",\"pid\":5,\"rank\":0,\"mode\":\"scan\",\"elems\":1e300}",
+        "{\"ab\":\"worst\",\"pid\":5,\"rank\":0,\"mode\":\"scan\",\"sizes\":[1,\"2\"]}",
+        "{\"ab\":\"worst\",\"pid\":5,\"rank\":0,\"mode\":\"scan\",\"sizes\":{}}",
+        "{\"ab\":\"worst\",\"pid\":5,\"rank\":0,\"mode\":\"scan\",\"whole\":1}",
+        "{\"ab\":\"worst\",\"pid\":5,\"rank\":0,\"mode\":\"scan\",\"position\":-2}",
+        "{\"ab\":\"worst\",\"pid\":5,\"rank\":0,\"mode\":\"scan\",\"batches_seen\":2.5}",
+        "{\"ab\":\"worst\",\"pid\":0,\"rank\":0,\"mode\":\"scan\"}",
+        "{\"ab\":\"worst\",\"pid\":5,\"rank\":-4,\"mode\":\"scan\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(parse(bad[i], &ev), 0);
+        assert_int_equal(ev.kind, INPROC_NONE);
+    }
+}
+
+static void seen_step(struct inproc_seen *s, long step, const char *fields)
+{
+    char line[512];
+    struct inproc_event ev;
+    snprintf(line, sizeof line, "{\"ab\":\"step\",\"pid\":7,\"rank\":0,\"world\":1,\"step\":%ld,"
+             "\"t\":%ld.5,%s}", step, step, fields);
+    assert_int_equal(parse(line, &ev), 1);
+    assert_int_equal(inproc_seen_add(s, &ev), 0);
+}
+
+/* Medians per step after the warm-up: micro-batch x accumulation per
+ * step, the micro-batch per forward; steps not fully seen left out. */
+static void test_seen_medians(void **state)
+{
+    (void)state;
+    struct inproc_seen s = INPROC_SEEN_INIT;
+    struct inproc_seen_summary sum;
+    assert_int_equal(inproc_seen_median(&s, 1, &sum), 0);
+    assert_int_equal(sum.seen_per_step, 0);
+    assert_int_equal(sum.tokens_per_step, -1);
+
+    seen_step(&s, 1, "\"seen\":9,\"fw\":3,\"tok\":90"); /* warm-up: a dummy forward too */
+    seen_step(&s, 2, "\"seen\":8,\"fw\":2,\"tok\":80");
+    seen_step(&s, 3, "\"seen\":null,\"fw\":0");          /* not seen: left out */
+    seen_step(&s, 4, "\"seen\":8,\"fw\":2,\"tok\":800");
+    seen_step(&s, 5, "\"seen\":6,\"fw\":2,\"tok\":60"); /* a short last batch */
+    assert_int_equal(s.n, 4);
+    assert_int_equal(inproc_seen_median(&s, 1, &sum), 3);
+    assert_int_equal(sum.seen_per_step, 8);
+    assert_int_equal(sum.forwards_per_step, 2);
+    assert_int_equal(sum.per_forward, 4);
+    assert_int_equal(sum.tokens_per_step, 80);
+
+    /* Nothing after the warm-up (it ran out of memory at step 2): all steps. */
+    assert_int_equal(inproc_seen_median(&s, 10, &sum), 4);
+    assert_int_equal(sum.forwards_per_step, 2);
+    inproc_seen_release(&s);
+    assert_null(s.v);
+
+    /* A step without a token count makes the tokens unknown, not smaller. */
+    seen_step(&s, 1, "\"seen\":4,\"fw\":1,\"tok\":40");
+    seen_step(&s, 2, "\"seen\":4,\"fw\":1");
+    assert_int_equal(inproc_seen_median(&s, 0, &sum), 2);
+    assert_int_equal(sum.per_forward, 4);
+    assert_int_equal(sum.tokens_per_step, -1);
+    inproc_seen_release(&s);
+
+    /* Lines that are not steps are not counted. */
+    struct inproc_event ev;
+    assert_int_equal(parse("{\"ab\":\"error\",\"pid\":12,\"what\":\"x\"}", &ev), 1);
+    assert_int_equal(inproc_seen_add(&s, &ev), 0);
+    assert_int_equal(s.n, 0);
+}
+
+/* The probe's source documents every field of every line it writes. */
+static void test_probe_documents_its_fields(void **state)
+{
+    (void)state;
+    char tmpl[] = "/tmp/ab-inproc-XXXXXX";
+    assert_non_null(mkdtemp(tmpl));
+    char dir[128], file[160], err[256];
+    snprintf(dir, sizeof dir, "%s/probe", tmpl);
+    assert_int_equal(inproc_install(dir, err, sizeof err), 0);
+    snprintf(file, sizeof file, "%s/sitecustomize.py", dir);
+    FILE *f = fopen(file, "r");
+    assert_non_null(f);
+    static char buf[1 << 17];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *doc[] = {
+        "\"seen\":S,\"fw\":F,\"elems\":E,\"tok\":X}",
+        "{\"ab\":\"worst\",\"pid\":P,\"rank\":R,\"mode\":M,\"signal\":G,\"batches_seen\":N,",
+        "\"whole\":W,\"elems\":E,\"longest\":L,\"position\":I,\"median\":D,\"first\":K,",
+        "\"scan_s\":S,\"sizes\":[E1,E2,...]}",
+        "AUTOBATCH_WORST_CASE=off|auto|scan", "AUTOBATCH_WORST_CASE_SCAN",
+    };
+    for (size_t i = 0; i < sizeof doc / sizeof *doc; i++)
+        if (!strstr(buf, doc[i]))
+            fail_msg("the probe's header does not document: %s", doc[i]);
+    unlink(file);
+    rmdir(dir);
+    rmdir(tmpl);
+}
+
 static void test_install_writes_the_probe(void **state)
 {
     (void)state;
@@ -130,6 +322,10 @@ int main(void)
         cmocka_unit_test(test_nulls_are_unknown),
         cmocka_unit_test(test_torch_and_error_lines),
         cmocka_unit_test(test_out_of_range_rejected),
+        cmocka_unit_test(test_step_seen_fields),
+        cmocka_unit_test(test_worst_line),
+        cmocka_unit_test(test_seen_medians),
+        cmocka_unit_test(test_probe_documents_its_fields),
         cmocka_unit_test(test_install_writes_the_probe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -221,6 +221,45 @@ static json_t *results_point(const struct results_trial *t)
                      "peak_mem_bytes", int_or_null(t->peak_mem_bytes));
 }
 
+static json_t *pos_or_null(long long v)
+{
+    return v > 0 ? json_integer(v) : json_null();
+}
+
+/* A size in elements or a length: whole numbers as integers. */
+static json_t *size_or_null(double v)
+{
+    if (v < 0)
+        return json_null();
+    if (v < 9e15 && (double)(long long)v == v)
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+/* The "worst_case" object of a trial, or null when the probe wrote none. */
+static json_t *results_worst_json(const struct inproc_worst *w)
+{
+    if (!w->mode[0])
+        return json_null();
+    json_t *sizes = json_array();
+    for (int i = 0; sizes && i < w->nsizes; i++)
+        json_array_append_new(sizes, size_or_null(w->sizes[i]));
+    json_t *o = json_pack("{s:s, s:o, s:I, s:I, s:b, s:o, s:o, s:o, s:o, s:I, s:f, s:o}",
+                          "mode", w->mode,
+                          "signal", w->signal[0] ? json_string(w->signal) : json_null(),
+                          "rank", (json_int_t)w->rank,
+                          "batches_seen", (json_int_t)w->batches_seen,
+                          "whole", w->whole,
+                          "elems", size_or_null(w->elems),
+                          "longest", size_or_null(w->longest),
+                          "position", int_or_null(w->position),
+                          "median", size_or_null(w->median),
+                          "first", (json_int_t)w->first,
+                          "scan_s", w->scan_s,
+                          "sizes", sizes ? sizes : json_null());
+    return o ? o : json_null();
+}
+
 json_t *results_trial_json(const struct results_trial *t)
 {
     json_t *o = json_pack("{s:I, s:I, s:I, s:b, s:s, s:o, s:o, s:f, s:I, s:o, s:o, s:o}",
@@ -261,13 +300,30 @@ json_t *results_trial_json(const struct results_trial *t)
                                "loader_batch_size", int_or_null(t->loader_batch),
                                "batches_per_step", int_or_null(t->batches_per_step),
                                "peak_allocated_bytes", int_or_null(t->peak_allocated_bytes));
-        if (pr)
+        if (pr) {
             json_object_set_new(pr, "peak_vm_bytes", int_or_null(t->peak_vm_bytes));
+            json_object_set_new(pr, "seen_per_step", pos_or_null(t->seen_per_step));
+            json_object_set_new(pr, "forwards_per_step", pos_or_null(t->forwards_per_step));
+            json_object_set_new(pr, "tokens_per_step", pos_or_null(t->tokens_per_step));
+            json_object_set_new(pr, "elems_max", pos_or_null(t->elems_max));
+        }
         json_object_set_new(o, "probe", pr ? pr : json_null());
     } else {
         json_object_set_new(o, "probe", json_null());
     }
+    json_object_set_new(o, "batch_seen", pos_or_null(t->batch_seen));
+    json_object_set_new(o, "worst_case", results_worst_json(&t->worst));
     return o;
+}
+
+void results_trial_seen(struct results_trial *t, const struct trial_result *tr)
+{
+    t->batch_seen = tr->batch_seen;
+    t->seen_per_step = tr->probe_seen_per_step;
+    t->forwards_per_step = tr->probe_forwards_per_step;
+    t->tokens_per_step = tr->probe_tokens_per_step;
+    t->elems_max = tr->probe_elems_max;
+    t->worst = tr->worst;
 }
 
 static char *results_iso8601(time_t t, char *buf, size_t len)

@@ -51,7 +51,22 @@ struct results_trial {
     long round;             /**< --gpus: the round it ran in; 0: trials ran one at a time */
     char devices[128];      /**< --gpus / Slurm: the CUDA_VISIBLE_DEVICES it got, or "" */
     int shared;             /**< it ran beside other trials: its speed is not kept */
+    /* What the model itself got, from the probe (results_trial_seen()); 0: null. */
+    long batch_seen;        /**< samples per forward of the outermost module */
+    long seen_per_step;     /**< samples per optimizer step */
+    long forwards_per_step; /**< forwards per optimizer step */
+    int64_t tokens_per_step;/**< padded frames/tokens per optimizer step */
+    int64_t elems_max;      /**< most elements of one forward's first tensor */
+    struct inproc_worst worst; /**< the batches the trial met first; mode "": null */
 };
+
+/**
+ * Copy what the probe saw the model get, and the worst-case record, from
+ * a trial's result into its results entry (the keys "batch_seen",
+ * "worst_case" and the probe object's "seen_per_step",
+ * "forwards_per_step", "tokens_per_step", "elems_max").
+ */
+void results_trial_seen(struct results_trial *t, const struct trial_result *tr);
 
 /** One (grad_accum, checkpointing) cell's answer. */
 struct results_cell {

@@ -299,6 +299,7 @@ struct trial_state {
     size_t nranks_seen;
     long *nb;             /* batches per step, for the median */
     size_t nnb, nb_alloc;
+    struct inproc_seen seen; /* what the model got per step (the counting process) */
     long target;          /* steps that end the trial as a fit; may grow once */
     int extended;
     int tail_head;        /* r->tail is a ring while the trial runs: its oldest line */
@@ -524,6 +525,15 @@ static void trial_on_probe(void *ctx, const char *line, size_t len, int truncate
             snprintf(r->probe_error, sizeof r->probe_error, "%s", ev.text);
         return;
     }
+    if (ev.kind == INPROC_WORST) {
+        /* The lowest rank's; of one rank the last (the probe plans only
+         * loaders iterated before the first optimizer step, and the one
+         * that trains is iterated last: after a sanity check's). */
+        long wr = ev.rank >= 0 ? ev.rank : 0;
+        if (!r->worst.mode[0] || wr <= r->worst.rank)
+            r->worst = ev.worst, r->worst.rank = wr;
+        return;
+    }
     if (ev.kind == INPROC_TORCH) {
         r->probe_processes++;
         snprintf(r->probe_torch, sizeof r->probe_torch, "%.31s", ev.text);
@@ -549,16 +559,20 @@ static void trial_on_probe(void *ctx, const char *line, size_t len, int truncate
         r->held_bytes = ev.held;
     if (ev.vm_peak_kb >= 0 && ev.vm_peak_kb * 1024 > r->peak_vm_bytes)
         r->peak_vm_bytes = ev.vm_peak_kb * 1024;
+    if (ev.elems > r->probe_elems_max)
+        r->probe_elems_max = ev.elems;
     if (ev.batch_size > 0 && r->loader_batch < 0)
         r->loader_batch = ev.batch_size;
     if (st->probe_pid == 0 || rank < st->probe_rank) {
         /* The first process to step, or a lower rank: its steps count. */
         series_release(&st->probe_steps);
+        inproc_seen_release(&st->seen);
         st->probe_rank = rank;
         st->probe_pid = ev.pid;
     }
     if (ev.pid != st->probe_pid)
         return;
+    inproc_seen_add(&st->seen, &ev); /* out of memory: that step is not known */
     if (ev.batches >= 0 && ev.step > 1 && st->nnb < TRIAL_SERIES_MAX) {
         if (st->nnb == st->nb_alloc) {
             size_t na = st->nb_alloc ? 2 * st->nb_alloc : 64;
@@ -1029,6 +1043,13 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
         qsort(st.nb, st.nnb, sizeof *st.nb, cmp_long);
         r->loader_batches_per_step = st.nb[st.nnb / 2];
     }
+    struct inproc_seen_summary seen;
+    if (inproc_seen_median(&st.seen, o->warmup_steps, &seen)) {
+        r->probe_seen_per_step = seen.seen_per_step;
+        r->probe_forwards_per_step = seen.forwards_per_step;
+        r->batch_seen = seen.per_forward;
+        r->probe_tokens_per_step = seen.tokens_per_step > 0 ? seen.tokens_per_step : 0;
+    }
     if (!r->steps_seen && st.log_ok)
         trainlog_describe(&st.log, r->log_seen, sizeof r->log_seen);
 
@@ -1050,6 +1071,7 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     series_release(&st.report_steps);
     series_release(&st.log_steps);
     free(st.nb);
+    inproc_seen_release(&st.seen);
     if (st.log_ok)
         trainlog_release(&st.log);
     return 0;

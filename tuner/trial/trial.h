@@ -43,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "inproc.h"
 #include "oom.h"
 #include "trainlog.h"
 
@@ -153,6 +154,17 @@ struct trial_result {
     long probe_ranks;         /**< distinct ranks that stepped */
     long loader_batch;        /**< the training DataLoader's batch size; -1 unknown */
     long loader_batches_per_step; /**< median batches fetched per optimizer step; -1 unknown */
+    /* What the model itself got (the probe's outermost-module forwards), as
+     * medians over the counting process's steps after warm-up (all of its
+     * steps when none came after); 0 unknown. */
+    long probe_seen_per_step;     /**< samples per optimizer step (micro-batch x accumulation) */
+    long probe_forwards_per_step; /**< forwards per optimizer step */
+    long batch_seen;              /**< samples per forward: the micro-batch the model got */
+    int64_t probe_tokens_per_step; /**< padded frames/tokens per step (samples x length); 0 unknown */
+    int64_t probe_elems_max;      /**< most elements of one forward's first tensor, any rank */
+    /** the batches the trial met first (the lowest rank's "worst" line,
+     *  the last one it wrote); worst.mode "" when the probe wrote none */
+    struct inproc_worst worst;
     int64_t peak_allocated_bytes; /**< CUDA peak allocated over ranks; -1 unknown */
     int64_t held_bytes;  /**< CUDA bytes allocated at a step's end, largest over ranks; -1 unknown */
     int64_t peak_vm_bytes;  /**< largest VmPeak of a process (probe, AUTOBATCH_VMPEAK); -1 unknown */

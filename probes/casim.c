@@ -534,6 +534,66 @@ int casim_alloc(struct casim *s, uint64_t id, uint64_t size)
     return 0;
 }
 
+int casim_seed_segment(struct casim *s, int small, const uint64_t *sizes, const uint64_t *ids,
+                       size_t n)
+{
+    size_t request = s->requests++;
+    uint64_t seg = 0, unused;
+    if (n == 0 || n > UINT32_MAX / 4)
+        return -2;
+    for (size_t k = 0; k < n; k++) {
+        if (sizes[k] == 0 || sizes[k] % CASIM_MIN_BLOCK || sizes[k] > CASIM_REQUEST_MAX ||
+            seg > CASIM_REQUEST_MAX)
+            return -2;
+        if (ids[k] != CASIM_SEED_FREE && map_get(&s->ids, ids[k], &unused))
+            return -2;
+        seg += sizes[k];
+    }
+    if (slots_reserve(s, (uint32_t)n + 1))
+        return -2;
+    int r = casim_reserve(s, seg);
+    if (r == 1) {
+        casim_empty_cache(s);
+        r = casim_reserve(s, seg);
+    }
+    if (r)
+        return r == 1 ? casim_oom(s, request) : r;
+    int pool = small ? POOL_SMALL : POOL_LARGE;
+    uint32_t x = casim_new_segment(s, pool, seg), prev = NIL;
+    for (size_t k = 0; k < n; k++) {
+        int live = ids[k] != CASIM_SEED_FREE;
+        if (prev != NIL && !live && s->b[prev].state == BLOCK_CACHED) {
+            s->b[prev].size += sizes[k]; /* merged with the cached block before it */
+            continue;
+        }
+        uint32_t y = k == 0 ? x : slot_get(s);
+        struct casim_block *b = &s->b[y];
+        b->addr = prev == NIL ? s->b[x].addr : s->b[prev].addr + s->b[prev].size;
+        b->size = sizes[k];
+        b->pool = (unsigned char)pool;
+        b->prev = prev;
+        b->next = NIL;
+        if (prev != NIL)
+            s->b[prev].next = y;
+        b->state = live ? BLOCK_LIVE : BLOCK_CACHED;
+        if (live) {
+            b->id = ids[k];
+            if (map_get(&s->ids, ids[k], &unused) || map_put(&s->ids, ids[k], y))
+                return -2; /* an id given twice */
+            s->st.allocated += sizes[k];
+            s->st.live_blocks++;
+        }
+        prev = y;
+    }
+    /* The cached blocks into their tree, now that their sizes are final. */
+    for (uint32_t y = x; y != NIL; y = s->b[y].next)
+        if (s->b[y].state == BLOCK_CACHED)
+            tree_insert(s, y);
+    if (s->st.allocated > s->st.peak_allocated)
+        s->st.peak_allocated = s->st.allocated;
+    return 0;
+}
+
 /* try_merge_blocks(): absorb neighbour n of block x if n is cached. */
 static void casim_merge(struct casim *s, uint32_t x, uint32_t n)
 {

@@ -131,6 +131,23 @@ void casim_free(struct casim *s);
  */
 int casim_alloc(struct casim *s, uint64_t id, uint64_t size);
 
+/** In casim_seed_segment(): a block that is cached (free), not live. */
+#define CASIM_SEED_FREE UINT64_MAX
+
+/**
+ * Reserve one segment laid out as given, as it was found in a running
+ * allocator (a memory-history snapshot): n blocks of sizes[k] bytes
+ * (multiples of 512) tiling it in address order, block k live as ids[k]
+ * or cached when ids[k] is CASIM_SEED_FREE (neighbouring cached blocks
+ * merge).  small: the segment is in the small pool.  The segment is
+ * reserved like any other (capacity or device, the cached whole segments
+ * released once when it does not fit).  Returns 0; -1 when it does not
+ * fit (stats' oom set); -2 on a live id, a bad size or no host memory
+ * (the allocator may then be part-seeded: free it); -3 on a device error.
+ */
+int casim_seed_segment(struct casim *s, int small, const uint64_t *sizes, const uint64_t *ids,
+                       size_t n);
+
 /**
  * Free the live block `id`: it is cached, merged with free neighbours in
  * its segment, and never given back to the device by itself.  Returns 0,

@@ -20,10 +20,11 @@
 
 struct evbuf {
     int64_t *v;
+    uint64_t *addr;
     size_t n, cap;
 };
 
-static int evbuf_push(struct evbuf *b, int64_t x)
+static int evbuf_push(struct evbuf *b, int64_t x, uint64_t addr)
 {
     if (b->n == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 1024;
@@ -31,17 +32,86 @@ static int evbuf_push(struct evbuf *b, int64_t x)
         if (!v)
             return -1;
         b->v = v;
+        uint64_t *a = realloc(b->addr, cap * sizeof *a);
+        if (!a)
+            return -1;
+        b->addr = a;
         b->cap = cap;
     }
-    b->v[b->n++] = x;
+    b->v[b->n] = x;
+    b->addr[b->n++] = addr;
     return 0;
 }
 
 void replay_trace_release(struct replay_trace *t)
 {
-    free(t->ev[0]);
-    free(t->ev[1]);
+    for (int s = 0; s < 2; s++) {
+        free(t->ev[s]);
+        free(t->addr[s]);
+    }
+    free(t->seg);
+    free(t->blk);
     *t = (struct replay_trace)REPLAY_TRACE_INIT;
+}
+
+/* Append to a growable array of n elements of size sz (capacity *cap). */
+static int grow(void **v, size_t *cap, size_t n, size_t sz)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? 2 * *cap : 64;
+    void *p = realloc(*v, c * sz);
+    if (!p)
+        return -1;
+    *v = p;
+    *cap = c;
+    return 0;
+}
+
+/* A `segment ADDR SIZE POOL` or `block ADDR SIZE a|f` line of the layout
+ * at the recording's start.  1 when it was one, 0 when not, -1 bad. */
+static int replay_layout_line(const char *line, struct replay_trace *t, size_t *segcap,
+                              size_t *blkcap)
+{
+    unsigned long long addr, size;
+    char c;
+    if (sscanf(line, "segment %llu %llu %c", &addr, &size, &c) == 3) {
+        if ((c != 's' && c != 'l') || size == 0 ||
+            grow((void **)&t->seg, segcap, t->nseg, sizeof *t->seg))
+            return -1;
+        t->seg[t->nseg++] = (struct replay_segment){ addr, size, c, t->nblk, 0 };
+        return 1;
+    }
+    if (sscanf(line, "block %llu %llu %c", &addr, &size, &c) == 3) {
+        if ((c != 'a' && c != 'f') || size == 0 || t->nseg == 0 ||
+            grow((void **)&t->blk, blkcap, t->nblk, sizeof *t->blk))
+            return -1;
+        struct replay_segment *g = &t->seg[t->nseg - 1];
+        /* Blocks tile their segment, in order. */
+        uint64_t at = g->addr;
+        if (g->n)
+            at = t->blk[t->nblk - 1].addr + t->blk[t->nblk - 1].size;
+        if (addr != at || addr + size > g->addr + g->size)
+            return -1;
+        t->blk[t->nblk++] = (struct replay_block){ addr, size, c == 'a' };
+        g->n++;
+        return 1;
+    }
+    return 0;
+}
+
+/* A layout whose segments are not wholly tiled by their blocks is dropped. */
+static int replay_layout_whole(const struct replay_trace *t)
+{
+    for (size_t i = 0; i < t->nseg; i++) {
+        const struct replay_segment *g = &t->seg[i];
+        if (!g->n)
+            return 0;
+        const struct replay_block *last = &t->blk[g->first + g->n - 1];
+        if (last->addr + last->size != g->addr + g->size)
+            return 0;
+    }
+    return 1;
 }
 
 /* A header value: a whole number, -1 allowed. */
@@ -70,7 +140,8 @@ int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_
     }
     /* Both devices' events are read; the GPU's win when there are any. */
     struct evbuf ev[2][2] = { { { 0 } } }; /* [device c/g][step] */
-    char line[256];
+    char line[512];
+    size_t segcap = 0, blkcap = 0;
     int step = -1, ended = 0, header = 0;
     int64_t count = -1, seen = 0;
     const char *bad = NULL;
@@ -93,17 +164,26 @@ int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_
         long long size, addr;
         int64_t v;
         char key[32], val[64];
+        int rl;
         if (sscanf(line, "%c %c %lld %lld", &kind, &dev, &size, &addr) == 4 &&
             (kind == 'a' || kind == 'f') && line[1] == ' ' && (dev == 'c' || dev == 'g')) {
             if (step < 0 || size < 0) {
                 bad = step < 0 ? "an event before 'step 1'" : "a negative size";
                 break;
             }
-            if (evbuf_push(&ev[dev == 'g'][step], kind == 'a' ? size : -size)) {
+            if (evbuf_push(&ev[dev == 'g'][step], kind == 'a' ? size : -size, (uint64_t)addr)) {
                 bad = "out of memory";
                 break;
             }
             seen++;
+        } else if (step < 0 && !strncmp(line, "alloc_conf ", 11)) {
+            snprintf(t->alloc_conf, sizeof t->alloc_conf, "%s", line + 11);
+            t->alloc_conf[strcspn(t->alloc_conf, "\n")] = '\0';
+        } else if (step < 0 && sscanf(line, "backend %31s", t->backend) == 1) {
+            /* native or cudaMallocAsync */
+        } else if (step < 0 && (rl = replay_layout_line(line, t, &segcap, &blkcap)) != 0) {
+            if (rl < 0)
+                bad = "a segment or block line of the layout that does not tile its segment";
         } else if (!strncmp(line, "truncated", 9)) {
             bad = "the probe's trace was cut at its size cap (AUTOBATCH_RECORD_MAX); not trusted";
         } else if (sscanf(line, "%31s %63s", key, val) == 2 && replay_num(val, &v) == 0) {
@@ -124,6 +204,18 @@ int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_
                 t->cuda_allocated = v;
             } else if (!strcmp(key, "cuda_outside")) {
                 t->cuda_outside = v;
+            } else if (!strcmp(key, "cuda_total")) {
+                t->cuda_total = v;
+            } else if (!strcmp(key, "cuda_free")) {
+                t->cuda_free = v;
+            } else if (!strcmp(key, "cuda_reserved_end")) {
+                t->reserved_end = v;
+            } else if (!strcmp(key, "cuda_allocated_end")) {
+                t->allocated_end = v;
+            } else if (!strcmp(key, "streams")) {
+                t->streams = (long)v;
+            } else if (!strcmp(key, "graph_allocs")) {
+                t->graphs = (long)v;
             } else if (!strcmp(key, "rank")) {
                 t->rank = (long)v;
             } /* pid, world: for people reading the file */
@@ -140,16 +232,26 @@ int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_
     int g = ev[1][0].n + ev[1][1].n > 0;
     for (int d = 0; d < 2; d++)
         for (int s = 0; s < 2; s++)
-            if (bad || d != g)
+            if (bad || d != g) {
                 free(ev[d][s].v);
+                free(ev[d][s].addr);
+            }
     if (bad) {
-        *t = (struct replay_trace)REPLAY_TRACE_INIT;
+        replay_trace_release(t);
         return errbuf_set(err, errlen, "trace '%s': %s", path, bad), -1;
     }
     t->device = g ? 'g' : 'c';
     for (int s = 0; s < 2; s++) {
         t->ev[s] = ev[g][s].v;
+        t->addr[s] = ev[g][s].addr;
         t->nev[s] = ev[g][s].n;
+    }
+    if (!replay_layout_whole(t)) {
+        free(t->seg);
+        free(t->blk);
+        t->seg = NULL;
+        t->blk = NULL;
+        t->nseg = t->nblk = 0;
     }
     return 0;
 }
@@ -162,6 +264,9 @@ void replay_model_release(struct replay_model *m)
     free(m->b);
     free(m->c);
     free(m->frees);
+    free(m->pair);
+    free(m->seg);
+    free(m->blk);
     *m = (struct replay_model)REPLAY_MODEL_INIT;
 }
 
@@ -296,6 +401,8 @@ static size_t replay_maxd(size_t n0, size_t n1)
 static int replay_fit_steady(int64_t *const *ev, size_t len, const struct replay_trace *t,
                              const long *batch, size_t n, struct replay_model *m, char *why,
                              size_t whylen);
+static int replay_fit_gpu(const struct replay_trace *t, size_t n, const size_t *raw0,
+                          const size_t *s1to2, struct replay_model *m, char *why, size_t whylen);
 
 int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct replay_model *m,
                char *why, size_t whylen)
@@ -318,7 +425,13 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
     size_t *ia = malloc((cap + 1) * sizeof *ia), *ib = malloc((cap + 1) * sizeof *ib);
     size_t *keep = calloc(cap + 1, sizeof *keep);      /* ev[0] index -> trials matched */
     size_t *at[3] = { NULL, NULL, NULL };              /* ev[0] index -> ev[k] index */
-    int rc = ia && ib && keep ? 0 : replay_decline(m, why, whylen, "out of memory");
+    /* The first trial's step-1 event -> its step-2 event, and ev[0]'s
+     * events -> their step-2 events: for pairing frees by address. */
+    size_t *s1to2 = malloc((t[0].nev[0] + 1) * sizeof *s1to2);
+    size_t *raw0 = malloc((cap + 1) * sizeof *raw0);
+    int rc = ia && ib && keep && s1to2 && raw0 ? 0 : replay_decline(m, why, whylen, "out of memory");
+    for (size_t i = 0; !rc && i < t[0].nev[0]; i++)
+        s1to2[i] = REPLAY_PAIR_NONE;
     for (size_t k = 0; k < n && !rc; k++) {
         size_t maxd = replay_maxd(t[k].nev[0], t[k].nev[1]);
         long c = replay_diff(t[k].ev[0], t[k].nev[0], t[k].ev[1], t[k].nev[1], maxd, 1, ia, ib);
@@ -335,8 +448,13 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
             rc = replay_decline(m, why, whylen, "out of memory");
             break;
         }
-        for (long i = 0; i < c; i++)
+        for (long i = 0; i < c; i++) {
             ev[k][i] = t[k].ev[1][ib[i]];
+            if (k == 0) {
+                raw0[i] = ib[i];
+                s1to2[ia[i]] = ib[i];
+            }
+        }
         nev[k] = (size_t)c;
         if (t[k].nev[1] - nev[k] > m->unsteady)
             m->unsteady = t[k].nev[1] - nev[k];
@@ -365,6 +483,7 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
             continue;
         for (size_t k = 1; k < n; k++)
             ev[k][len] = ev[k][at[k][i] - 1];
+        raw0[len] = raw0[i];
         ev[0][len++] = ev[0][i];
     }
     if (!rc && nev[0] - len > m->unsteady)
@@ -376,6 +495,10 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
         free(at[k]);
     if (!rc)
         rc = replay_fit_steady(ev, len, t, batch, n, m, why, whylen);
+    if (!rc && m->device == 'g')
+        rc = replay_fit_gpu(t, n, raw0, s1to2, m, why, whylen);
+    free(s1to2);
+    free(raw0);
     for (size_t k = 0; k < 3; k++)
         free(ev[k]);
     return rc;
@@ -468,6 +591,221 @@ static int replay_fit_steady(int64_t *const *ev, size_t len, const struct replay
     return 0;
 }
 
+/* ---------------------------------------------------- GPU: the set-up */
+
+/* An address -> event table (open addressing with tombstones: the
+ * events inserted never exceed half the table). */
+struct addrmap {
+    uint64_t *key;
+    size_t *val;
+    unsigned char *st; /* 0 empty, 1 used, 2 deleted */
+    size_t cap;
+};
+
+static int addrmap_init(struct addrmap *h, size_t n)
+{
+    h->cap = 16;
+    while (h->cap < 2 * n + 2)
+        h->cap *= 2;
+    h->key = calloc(h->cap, sizeof *h->key);
+    h->val = calloc(h->cap, sizeof *h->val);
+    h->st = calloc(h->cap, 1);
+    return h->key && h->val && h->st ? 0 : -1;
+}
+
+static void addrmap_release(struct addrmap *h)
+{
+    free(h->key);
+    free(h->val);
+    free(h->st);
+}
+
+/* The slot of key, or (insert) of where it goes; SIZE_MAX if absent. */
+static size_t addrmap_slot(const struct addrmap *h, uint64_t key, int insert)
+{
+    size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (h->cap - 1), hole = SIZE_MAX;
+    for (;; i = (i + 1) & (h->cap - 1)) {
+        if (h->st[i] == 0)
+            return insert ? (hole != SIZE_MAX ? hole : i) : SIZE_MAX;
+        if (h->st[i] == 1 && h->key[i] == key)
+            return i;
+        if (h->st[i] == 2 && hole == SIZE_MAX)
+            hole = i;
+    }
+}
+
+/* The allocator rounds every request up to 512 bytes. */
+static int64_t round512(int64_t v)
+{
+    return v <= 512 ? 512 : (v + 511) / 512 * 512;
+}
+
+/*
+ * Pair the frees of trace t's two steps with their allocations by
+ * address: pr[s][i], for a free, is i' (step 1's event i') or nev[0] + i'
+ * (step 2's), or REPLAY_PAIR_BEFORE when the block was made before the
+ * recording.  *before: those blocks' bytes.  Returns 0, 1 when a free's
+ * size is not its allocation's (the addresses do not pair: a trace
+ * without real addresses), -1 on ENOMEM.
+ */
+static int replay_pair_raw(const struct replay_trace *t, size_t *pr[2], int64_t *before)
+{
+    struct addrmap h;
+    size_t n0 = t->nev[0];
+    *before = 0;
+    if (addrmap_init(&h, n0 + t->nev[1])) {
+        addrmap_release(&h);
+        return -1;
+    }
+    int rc = 0;
+    for (int s = 0; s < 2 && !rc; s++) {
+        for (size_t i = 0; i < t->nev[s]; i++) {
+            int64_t v = t->ev[s][i];
+            uint64_t a = t->addr[s][i];
+            if (v >= 0) {
+                size_t k = addrmap_slot(&h, a, 1);
+                h.st[k] = 1;
+                h.key[k] = a;
+                h.val[k] = (size_t)s * n0 + i;
+                pr[s][i] = REPLAY_PAIR_NONE;
+                continue;
+            }
+            size_t k = addrmap_slot(&h, a, 0);
+            if (k == SIZE_MAX) {
+                pr[s][i] = REPLAY_PAIR_BEFORE;
+                *before += round512(-v);
+                continue;
+            }
+            size_t q = h.val[k];
+            int64_t made = q < n0 ? t->ev[0][q] : t->ev[1][q - n0];
+            if (made != -v) {
+                rc = 1;
+                break;
+            }
+            pr[s][i] = q;
+            h.st[k] = 2;
+        }
+    }
+    addrmap_release(&h);
+    return rc;
+}
+
+/*
+ * The model's GPU set-up from the traces: each free paired with its
+ * allocation by address (the first trace's; model event i is its step-2
+ * event raw0[i], step-1 event e its step-2 event s1to2[e]), the bytes
+ * that live across the steps without being freed by them (the header's
+ * allocated bytes less the blocks the recorded steps free), and the
+ * persistent segments of the layout at the recording's start.
+ */
+static int replay_fit_gpu(const struct replay_trace *t, size_t n, const size_t *raw0,
+                          const size_t *s1to2, struct replay_model *m, char *why, size_t whylen)
+{
+    m->rank = t[0].rank;
+    m->cuda_total = t[0].cuda_total;
+    snprintf(m->conf, sizeof m->conf, "%s", t[0].alloc_conf);
+    m->persistent = 0;
+    int paired = 1;
+    size_t *pr[2] = { NULL, NULL }, *r2m = NULL;
+    for (size_t k = 0; k < n; k++) {
+        size_t *p[2] = { malloc((t[k].nev[0] + 1) * sizeof **p),
+                         malloc((t[k].nev[1] + 1) * sizeof **p) };
+        int64_t before = 0;
+        int r = p[0] && p[1] ? replay_pair_raw(&t[k], p, &before) : -1;
+        if (r < 0) {
+            free(p[0]);
+            free(p[1]);
+            free(pr[0]);
+            free(pr[1]);
+            return replay_decline(m, why, whylen, "out of memory");
+        }
+        if (r > 0)
+            paired = 0;
+        if (t[k].cuda_allocated >= 0 && t[k].cuda_allocated - before > m->persistent)
+            m->persistent = t[k].cuda_allocated - before;
+        if (k == 0) {
+            pr[0] = p[0];
+            pr[1] = p[1];
+        } else {
+            free(p[0]);
+            free(p[1]);
+        }
+    }
+    size_t n0 = t[0].nev[0], n1 = t[0].nev[1];
+    r2m = paired ? malloc((n1 + 1) * sizeof *r2m) : NULL;
+    m->pair = paired ? malloc((m->n + 1) * sizeof *m->pair) : NULL;
+    if (paired && (!r2m || !m->pair)) {
+        free(pr[0]);
+        free(pr[1]);
+        free(r2m);
+        return replay_decline(m, why, whylen, "out of memory");
+    }
+    for (size_t i = 0; paired && i < n1; i++)
+        r2m[i] = REPLAY_PAIR_NONE;
+    for (size_t i = 0; paired && i < m->n; i++)
+        r2m[raw0[i]] = i;
+    for (size_t i = 0; paired && i < m->n; i++) {
+        size_t q = pr[1][raw0[i]], j = REPLAY_PAIR_NONE;
+        if (!m->frees[i]) {
+            m->pair[i] = REPLAY_PAIR_NONE;
+            continue;
+        }
+        if (q == REPLAY_PAIR_BEFORE) {
+            m->pair[i] = REPLAY_PAIR_BEFORE;
+        } else if (q >= n0) { /* made in the same step */
+            j = r2m[q - n0];
+            m->pair[i] = j;
+        } else { /* made in the step before: the same event of this step, if any */
+            size_t e = s1to2[q];
+            j = e == REPLAY_PAIR_NONE ? REPLAY_PAIR_NONE : r2m[e];
+            m->pair[i] = j == REPLAY_PAIR_NONE ? REPLAY_PAIR_BEFORE : m->n + j;
+        }
+    }
+    /* The layout: the segments holding a block that no recorded step
+     * frees, those blocks live, every other block free. */
+    if (paired && t[0].nseg) {
+        struct addrmap fr;
+        int ok = !addrmap_init(&fr, n0 + n1);
+        for (int s = 0; ok && s < 2; s++)
+            for (size_t i = 0; i < t[0].nev[s]; i++)
+                if (t[0].ev[s][i] < 0 && pr[s][i] == REPLAY_PAIR_BEFORE) {
+                    size_t k = addrmap_slot(&fr, t[0].addr[s][i], 1);
+                    fr.st[k] = 1;
+                    fr.key[k] = t[0].addr[s][i];
+                }
+        m->seg = ok ? malloc(t[0].nseg * sizeof *m->seg) : NULL;
+        m->blk = ok ? malloc(t[0].nblk * sizeof *m->blk) : NULL;
+        ok = m->seg && m->blk;
+        for (size_t g = 0; ok && g < t[0].nseg; g++) {
+            const struct replay_segment *sg = &t[0].seg[g];
+            size_t first = m->nblk, kept = 0;
+            for (size_t k = 0; k < sg->n; k++) {
+                struct replay_block b = t[0].blk[sg->first + k];
+                b.live = b.live && addrmap_slot(&fr, b.addr, 0) == SIZE_MAX;
+                kept += (size_t)b.live;
+                m->blk[m->nblk++] = b;
+            }
+            if (!kept) {
+                m->nblk = first;
+                continue;
+            }
+            m->seg[m->nseg] = *sg;
+            m->seg[m->nseg++].first = first;
+        }
+        addrmap_release(&fr);
+        if (!ok) {
+            free(pr[0]);
+            free(pr[1]);
+            free(r2m);
+            return replay_decline(m, why, whylen, "out of memory");
+        }
+    }
+    free(pr[0]);
+    free(pr[1]);
+    free(r2m);
+    return 0;
+}
+
 /* ------------------------------------------------------------ replaying */
 
 /* A size -> live-count table, for finding the frees of blocks made
@@ -487,51 +825,122 @@ static long *sizecount_at(struct sizecount *h, int64_t key)
     return &h->val[i];
 }
 
-/* The step's events at b as casim_replay takes them (+ alloc, - free),
- * with the blocks the step frees but did not allocate (made before it)
- * allocated first, so that casim_replay can pair every free.  Zero-byte
- * events are left out (casim rounds them to 512 bytes but so would both
- * sides).  NULL on ENOMEM or a negative size. */
-static int64_t *replay_gpu_events(const struct replay_model *m, long b, size_t *n)
+/* Ids of the blocks in a replay of `steps` steps: event i of step t
+ * (0: the step before the first, whose blocks the first frees) is
+ * t * n + i; then the blocks made before the recording, then the
+ * layout's, then the persistent bytes. */
+#define ID_EVENT(m, t, i) ((uint64_t)(t) * (m)->n + (i))
+#define ID_BEFORE(m, i) ID_EVENT(m, REPLAY_STEPS + 1, i)
+#define ID_LAYOUT(m, k) (ID_EVENT(m, REPLAY_STEPS + 2, 0) + (k))
+#define ID_PERSISTENT UINT64_MAX
+
+/* Without addresses (a model made by hand): each free takes the newest
+ * live block of its size in the step, or one made before it. */
+static int replay_pair_by_size(const struct replay_model *m, long b, size_t *pair)
 {
     struct sizecount h = { NULL, NULL, 1 };
     while (h.cap < 2 * m->n + 2)
         h.cap *= 2;
     h.key = calloc(h.cap, sizeof *h.key);
-    h.val = calloc(h.cap, sizeof *h.val);
-    int64_t *ev = malloc((2 * m->n + 1) * sizeof *ev);
-    size_t pre = 0, k = 0;
-    int ok = h.key && h.val && ev;
-    /* First pass: count the frees that find no live block of their size. */
+    h.val = calloc(h.cap, sizeof *h.val);  /* size -> 1 + its newest live event */
+    size_t *below = malloc((m->n + 1) * sizeof *below);
+    int ok = h.key && h.val && below;
     for (size_t i = 0; ok && i < m->n; i++) {
-        int64_t s = replay_size(m, i, b);
-        if (s < 0) {
-            ok = 0;
-            break;
-        }
-        if (s == 0)
+        int64_t sz = replay_size(m, i, b);
+        pair[i] = REPLAY_PAIR_NONE;
+        if (sz == 0)
             continue;
-        long *live = sizecount_at(&h, s);
-        if (!m->frees[i])
-            ++*live;
-        else if (*live > 0)
-            --*live;
-        else
-            ev[pre++] = s; /* made before the step */
-    }
-    for (size_t i = 0; ok && i < m->n; i++) {
-        int64_t s = replay_size(m, i, b);
-        if (s > 0)
-            ev[pre + k++] = m->frees[i] ? -s : s;
+        long *top = sizecount_at(&h, sz);
+        if (!m->frees[i]) {
+            below[i] = (size_t)*top;
+            *top = (long)i + 1;
+        } else if (*top) {
+            pair[i] = (size_t)*top - 1;
+            *top = (long)below[pair[i]];
+        } else {
+            pair[i] = REPLAY_PAIR_BEFORE;
+        }
     }
     free(h.key);
     free(h.val);
-    if (!ok) {
-        free(ev);
-        return NULL;
+    free(below);
+    return ok ? 0 : -2;
+}
+
+/*
+ * Replay b's steps on s: the layout at the step's start seeded (the
+ * persistent segments, or the persistent bytes as one block; the blocks
+ * the first step frees), then the steps back to back.  Returns 0, or the
+ * first failing casim call's result (-1 out of memory).
+ */
+static int replay_run(const struct replay_model *m, long b, struct casim *s)
+{
+    if (!s)
+        return -2;
+    size_t *own = m->pair ? NULL : malloc((m->n + 1) * sizeof *own);
+    const size_t *pair = m->pair ? m->pair : own;
+    int steps = m->pair ? REPLAY_STEPS : 1, rc = 0;
+    if (!pair || (own && replay_pair_by_size(m, b, own))) {
+        free(own);
+        return -2;
     }
-    *n = pre + k;
-    return ev;
+    uint64_t *sizes = NULL, *ids = NULL;
+    if (m->nseg) {
+        sizes = malloc(m->nblk * sizeof *sizes);
+        ids = malloc(m->nblk * sizeof *ids);
+        if (!sizes || !ids)
+            rc = -2;
+    }
+    for (size_t g = 0; !rc && g < m->nseg; g++) {
+        const struct replay_segment *sg = &m->seg[g];
+        for (size_t k = 0; k < sg->n; k++) {
+            sizes[k] = m->blk[sg->first + k].size;
+            ids[k] = m->blk[sg->first + k].live ? ID_LAYOUT(m, sg->first + k) : CASIM_SEED_FREE;
+        }
+        rc = casim_seed_segment(s, sg->pool == 's', sizes, ids, sg->n);
+    }
+    free(sizes);
+    free(ids);
+    if (!rc && !m->nseg && m->persistent > 0)
+        rc = casim_alloc(s, ID_PERSISTENT, (uint64_t)m->persistent);
+    /* The blocks the first step frees: made before the recording, then
+     * by the step before, in its order. */
+    for (size_t i = 0; !rc && i < m->n; i++) {
+        int64_t sz = replay_size(m, i, b);
+        if (m->frees[i] && pair[i] == REPLAY_PAIR_BEFORE && sz > 0)
+            rc = casim_alloc(s, ID_BEFORE(m, i), (uint64_t)sz);
+    }
+    unsigned char *carried = rc ? NULL : calloc(m->n + 1, 1);
+    if (!rc && !carried)
+        rc = -2;
+    for (size_t i = 0; !rc && i < m->n; i++)
+        if (m->frees[i] && pair[i] != REPLAY_PAIR_BEFORE && pair[i] != REPLAY_PAIR_NONE &&
+            pair[i] >= m->n)
+            carried[pair[i] - m->n] = 1;
+    for (size_t j = 0; !rc && j < m->n; j++) {
+        int64_t sz = replay_size(m, j, b);
+        if (carried[j] && sz > 0)
+            rc = casim_alloc(s, ID_EVENT(m, 0, j), (uint64_t)sz);
+    }
+    free(carried);
+    for (int t = 1; !rc && t <= steps; t++) {
+        for (size_t i = 0; !rc && i < m->n; i++) {
+            int64_t sz = replay_size(m, i, b);
+            size_t p = pair[i];
+            if (!m->frees[i]) {
+                if (sz > 0)
+                    rc = casim_alloc(s, ID_EVENT(m, t, i), (uint64_t)sz);
+            } else if (p == REPLAY_PAIR_BEFORE) {
+                if (t == 1)
+                    casim_release(s, ID_BEFORE(m, i));
+            } else if (p != REPLAY_PAIR_NONE) {
+                /* a free of a block that was never made (size 0) is nothing */
+                casim_release(s, p < m->n ? ID_EVENT(m, t, p) : ID_EVENT(m, t - 1, p - m->n));
+            }
+        }
+    }
+    free(own);
+    return rc;
 }
 
 int64_t replay_need(const struct replay_model *m, long b, int64_t capacity, int *fits)
@@ -545,18 +954,27 @@ int64_t replay_need(const struct replay_model *m, long b, int64_t capacity, int 
         *fits = need <= capacity;
         return need;
     }
-    size_t n;
-    int64_t *ev = replay_gpu_events(m, b, &n);
-    if (!ev)
-        return -1;
     /* Under the capacity when it fits; unbounded (the whole need) when not. */
     struct casim_stats st;
     int64_t room = capacity - m->outside;
-    int ok = room > 0 && casim_replay(ev, n, (uint64_t)room, &st) == 0;
-    if (!ok)
-        casim_replay(ev, n, 0, &st);
-    free(ev);
-    *fits = ok;
+    struct casim *s = room > 0 ? casim_new((uint64_t)room) : NULL;
+    int rc = s ? replay_run(m, b, s) : -1;
+    if (rc == 0)
+        casim_stats(s, &st);
+    casim_free(s);
+    if (rc == -1 || !s) {
+        s = casim_new(0);
+        rc = replay_run(m, b, s);
+        if (rc == 0)
+            casim_stats(s, &st);
+        casim_free(s);
+        if (rc)
+            return -1;
+    } else if (rc) {
+        return -1;
+    } else {
+        *fits = 1;
+    }
     return m->outside + (int64_t)st.peak_reserved;
 }
 
@@ -564,13 +982,14 @@ int64_t replay_need_on(const struct replay_model *m, long b, const struct casim_
                        int *fits)
 {
     *fits = 0;
-    size_t n;
-    int64_t *ev = m->device == 'g' ? replay_gpu_events(m, b, &n) : NULL;
-    if (!ev)
+    if (m->device != 'g')
         return -1;
+    struct casim *s = casim_new_on(dev);
+    int rc = replay_run(m, b, s);
     struct casim_stats st;
-    int rc = casim_replay_on(dev, ev, n, &st);
-    free(ev);
+    if (s)
+        casim_stats(s, &st);
+    casim_free(s);
     if (rc == -1)
         return 0;
     if (rc)

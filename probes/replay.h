@@ -29,7 +29,18 @@
  *     malloc returns freed large blocks at once (a fixed mmap threshold,
  *     one arena), which autobatch sets for such trials;
  *   - CUDA: PyTorch's caching allocator, simulated (casim.h), plus the
- *     device memory outside it measured at record time.
+ *     device memory outside it measured at record time.  The simulated
+ *     allocator starts where the recorded step started: the model's own
+ *     memory (weights, optimizer state, buffers, kept gradients: the
+ *     blocks live at the recording's start that no recorded step frees)
+ *     is seeded first, as the memory-history snapshot laid it out when
+ *     the trace has one (`segment`/`block` lines), else as one block of
+ *     the header's allocated bytes less the blocks the steps free; then
+ *     the blocks the first step frees; then REPLAY_STEPS steps back to
+ *     back, every free releasing the block its address names (made in
+ *     the same step, the step before, or before the recording), and the
+ *     need is the peak reserved over them (the steady state: a step's
+ *     fragmentation is left to the next).
  *
  * Pure logic and file reading: no process is run here.
  */
@@ -39,18 +50,48 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** A block of the layout at the recording's start (a memory-history
+ *  snapshot's segments): its address, size, and whether it was live. */
+struct replay_block {
+    uint64_t addr, size;
+    int live;
+};
+
+/** A segment of that layout: blocks blk[first .. first + n - 1], in
+ *  address order, tiling it. */
+struct replay_segment {
+    uint64_t addr, size;
+    char pool;            /**< 's' small (2 MiB segments) or 'l' large */
+    size_t first, n;
+};
+
 /** One process's recorded steps: signed sizes (+ alloc, - free) in order. */
 struct replay_trace {
     char device;          /**< 'c' (CPU) or 'g' (CUDA): the events kept */
     int64_t *ev[2];       /**< the two steps */
+    uint64_t *addr[2];    /**< each event's address (frees pair with allocations by it) */
     size_t nev[2];
     int64_t vm_peak;      /**< VmPeak before recording, bytes; -1 unknown */
     int64_t vm_size;      /**< VmSize when recording started, bytes; -1 unknown */
     int64_t cuda_reserved, cuda_allocated, cuda_outside; /**< at record start; -1 off CUDA */
+    int64_t cuda_total, cuda_free;       /**< cuMemGetInfo at record start; -1 unknown */
+    int64_t reserved_end, allocated_end; /**< the allocator's figures after the recorded
+                                              steps; -1 unknown (no self-check then) */
+    char alloc_conf[256]; /**< PYTORCH_CUDA_ALLOC_CONF as the trainer saw it ("" unset) */
+    char backend[32];     /**< the allocator backend: "native", "cudaMallocAsync"; "" unknown */
+    long streams;         /**< streams the recorded steps allocated on; 0 unknown */
+    long graphs;          /**< allocations in CUDA graphs' private pools; 0 none or unknown */
+    struct replay_segment *seg; /**< the layout at the recording's start (memory history) */
+    size_t nseg;
+    struct replay_block *blk;
+    size_t nblk;
     long rank;
 };
 
-#define REPLAY_TRACE_INIT { 'c', { NULL, NULL }, { 0, 0 }, -1, -1, -1, -1, -1, 0 }
+#define REPLAY_TRACE_INIT                                                                   \
+    { .device = 'c', .vm_peak = -1, .vm_size = -1, .cuda_reserved = -1,                     \
+      .cuda_allocated = -1, .cuda_outside = -1, .cuda_total = -1, .cuda_free = -1,          \
+      .reserved_end = -1, .allocated_end = -1 }
 
 /** The largest trace file read (a few hundred thousand events). */
 #define REPLAY_MAX_BYTES ((size_t)64 * 1024 * 1024)
@@ -62,6 +103,16 @@ struct replay_trace {
  */
 int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_t errlen);
 void replay_trace_release(struct replay_trace *t);
+
+/** A free's allocation in the model (replay_model.pair): below n, event
+ *  pair[i] of the same step; n + j, event j of the step before; these
+ *  two mark blocks that lived before the step (made before the
+ *  recording), and frees whose allocation the model left out. */
+#define REPLAY_PAIR_BEFORE ((size_t)-1)
+#define REPLAY_PAIR_NONE ((size_t)-2)
+
+/** Steps replayed back to back on the GPU: the peak of the last is steady. */
+#define REPLAY_STEPS 3
 
 struct replay_model {
     char device;
@@ -76,13 +127,27 @@ struct replay_model {
     int64_t floor;          /**< CPU: VmPeak before recording at the smallest recorded size
                                  (start-up, data preparation, two small steps) */
     size_t unsteady;        /**< events of a recorded step left out: in one step, not the other */
+    /* GPU */
+    size_t *pair;           /**< frees: their allocations by address (REPLAY_PAIR_*);
+                                 NULL: a free takes the newest live block of its size */
+    int64_t persistent;     /**< bytes live across the steps and not freed by them
+                                 (weights, optimizer state), laid out as one block when
+                                 there is no layout below */
+    struct replay_segment *seg; /**< the persistent segments at the recording's start,
+                                     their blocks live when persistent (else free) */
+    size_t nseg;
+    struct replay_block *blk;
+    size_t nblk;
+    long rank;              /**< the rank whose trace this is */
+    int64_t cuda_total;     /**< the recording card's total as CUDA sees it; -1 unknown */
+    char conf[256];         /**< PYTORCH_CUDA_ALLOC_CONF, as recorded */
 };
 
 /** At most this many events (and 2% of a step's) may differ between the
  *  two recorded steps of one trial; they are left out of the model. */
 #define REPLAY_MAX_UNSTEADY 64
 
-#define REPLAY_MODEL_INIT { 'c', 0, NULL, NULL, NULL, NULL, 0, 0, 0, 0, { 0, 0, 0 }, 0, 0, 0, 0 }
+#define REPLAY_MODEL_INIT { .device = 'c', .cuda_total = -1 }
 
 /**
  * Fit a model on n (2 or 3) traces recorded at batch[0] < batch[1] (<

@@ -15,21 +15,21 @@ MiB=1048576
 OUTSIDE=500000000
 
 # Traces at 2 and 3: weights made before the step (200 MiB, freed and
-# made again, as an optimizer's update does), a kept activation of 3 MiB
-# a sample, a temporary of 5 MiB a sample.
+# made again, as an optimizer's update does: step 2 frees the copy step 1
+# made, at its address), a kept activation of 3 MiB a sample, a temporary
+# of 5 MiB a sample.
 trace() { # dir batch device
   local b=$2 d=$3 ev
-  ev="a $d $((3 * MiB * b)) 1
-a $d $((5 * MiB * b)) 2
-f $d $((5 * MiB * b)) 2
-f $d $((200 * MiB)) 3
-a $d $((200 * MiB)) 4
-f $d $((3 * MiB * b)) 1"
+  ev() { # the weights' old and new address
+    printf 'a %s %d 1\na %s %d 2\nf %s %d 2\nf %s %d %d\na %s %d %d\nf %s %d 1' \
+      "$d" $((3 * MiB * b)) "$d" $((5 * MiB * b)) "$d" $((5 * MiB * b)) \
+      "$d" $((200 * MiB)) "$1" "$d" $((200 * MiB)) "$2" "$d" $((3 * MiB * b))
+  }
   {
     printf 'autobatch-trace 1\npid 1\nrank 0\nworld 1\ntorch 2.8.0\nvm_peak_kb 1000\n'
     printf 'vm_size_kb 1000\ncuda_reserved %d\ncuda_allocated %d\ncuda_outside %d\n' \
       $((200 * MiB)) $((200 * MiB)) $OUTSIDE
-    printf 'step 1\n%s\nstep 2\n%s\nend 12\n' "$ev" "$ev"
+    printf 'step 1\n%s\nstep 2\n%s\nend 12\n' "$(ev 3 4)" "$(ev 4 3)"
   } >"$1/accum1-ckptoff-b$b.txt"
 }
 mkdir -p "$WORK/g" "$WORK/c"

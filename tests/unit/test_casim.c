@@ -684,6 +684,53 @@ static double time_replay(size_t n, void *ctx)
  * this runs under the sanitizers), and the replay's cost linear in the
  * trace with the live set growing with it.
  */
+/* A segment seeded as a snapshot found it: its live blocks keep their
+ * ids, neighbouring free blocks merge, the free part serves requests. */
+static void test_seed_segment(void **state)
+{
+    (void)state;
+    struct casim *s = casim_new(100 * MiB);
+    assert_non_null(s);
+    uint64_t sizes[4] = { 8 * MiB, 4 * MiB, 4 * MiB, 24 * MiB };
+    uint64_t ids[4] = { 1, CASIM_SEED_FREE, CASIM_SEED_FREE, 2 };
+    assert_int_equal(casim_seed_segment(s, 0, sizes, ids, 4), 0);
+    assert_int_equal(casim_check(s), 0);
+    struct casim_stats st;
+    casim_stats(s, &st);
+    assert_int_equal(st.reserved, 40 * MiB);
+    assert_int_equal(st.allocated, 32 * MiB);
+    assert_int_equal(st.live_blocks, 2);
+    assert_int_equal(st.segments, 1);
+    uint64_t addr, size, a1;
+    assert_int_equal(casim_block_info(s, 1, &a1, &size), 0);
+    assert_int_equal(size, 8 * MiB);
+    /* 8 MiB of free space, merged: an 8 MiB request takes it whole. */
+    assert_int_equal(casim_alloc(s, 3, 8 * MiB), 0);
+    assert_int_equal(casim_block_info(s, 3, &addr, &size), 0);
+    assert_int_equal(addr, a1 + 8 * MiB);
+    casim_stats(s, &st);
+    assert_int_equal(st.reserved, 40 * MiB);
+    assert_int_equal(casim_check(s), 0);
+    /* A live id again, a size off the 512-byte grid: refused. */
+    uint64_t one[1] = { 1 }, bad[1] = { 1000 }, fr[1] = { CASIM_SEED_FREE };
+    assert_int_equal(casim_seed_segment(s, 0, sizes, one, 1), -2);
+    assert_int_equal(casim_seed_segment(s, 0, bad, fr, 1), -2);
+    /* A small segment, all free; then one that does not fit. */
+    uint64_t small[1] = { 2 * MiB }, big[1] = { 80 * MiB };
+    assert_int_equal(casim_seed_segment(s, 1, small, fr, 1), 0);
+    assert_int_equal(casim_alloc(s, 4, 1000), 0);
+    casim_stats(s, &st);
+    assert_int_equal(st.segments, 2);
+    assert_int_equal(casim_seed_segment(s, 0, big, fr, 1), -1);
+    casim_stats(s, &st);
+    assert_int_equal(st.oom, 1);
+    assert_int_equal(casim_check(s), 0);
+    assert_int_equal(casim_release(s, 1), 0);
+    assert_int_equal(casim_release(s, 3), 0);
+    assert_int_equal(casim_check(s), 0);
+    casim_free(s);
+}
+
 static void test_speed(void **state)
 {
     (void)state;
@@ -721,6 +768,7 @@ int main(void)
         cmocka_unit_test(test_replay_lifo),
         cmocka_unit_test(test_replay_oom),
         cmocka_unit_test(test_random),
+        cmocka_unit_test(test_seed_segment),
         cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -395,6 +395,194 @@ static void test_gpu(void **state)
     replay_trace_release(&t[1]);
 }
 
+/* ------------------------------------------------ GPU: the model's memory */
+
+static const int64_t MB = 1048576;
+
+/* A GPU trace: the header's CUDA figures (cuda_* lines given in full by
+ * `head`), steps s1 and s2. */
+static void gpu_trace(const char *name, const char *head, const char *s1, const char *s2,
+                      struct replay_trace *t)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "autobatch-trace 1\npid 1\nrank 0\nworld 1\ntorch 2.8.0\nvm_peak_kb 1\n"
+               "vm_size_kb 1\n%s", head);
+    long n = 0;
+    const char *st[2] = { s1, s2 };
+    for (int k = 0; k < 2; k++) {
+        fprintf(f, "step %d\n%s", k + 1, st[k]);
+        for (const char *p = st[k]; *p; p++)
+            n += *p == '\n';
+    }
+    fprintf(f, "end %ld\n", n);
+    fclose(f);
+    load(path, t);
+}
+
+/* A segment's size for a rounded request of v bytes (PyTorch's rules). */
+static int64_t seg_for(int64_t v)
+{
+    if (v <= MB)
+        return 2 * MB;
+    if (v < 10 * MB)
+        return 20 * MB;
+    return (v + 2 * MB - 1) / (2 * MB) * (2 * MB);
+}
+
+/* The largest b in 1..max with need(b) <= cap, by counting (the
+ * independent calculation the model's binary search is held to). */
+static long largest(int64_t (*need)(long, const void *), const void *arg, int64_t cap, long max)
+{
+    long best = 0;
+    for (long b = 1; b <= max; b++)
+        if (need(b, arg) <= cap)
+            best = b;
+    return best;
+}
+
+static int64_t need_persistent(long b, const void *arg)
+{
+    (void)arg;
+    /* 10 GiB in one segment of its own, then the step's 3b MiB. */
+    return 500000000 + 10240 * MB + seg_for(3 * MB * b);
+}
+
+/* The issue's case: 10 GiB of weights and optimizer state live across
+ * the steps (the header's allocated bytes), a 3 MiB-a-sample step.  The
+ * old replay counted only the step: 3936 in 12 GiB; the card holds 523. */
+static void test_gpu_persistent(void **state)
+{
+    (void)state;
+    struct replay_trace t[2];
+    char step[2][128], head[256], why[512];
+    long batch[2] = { 2, 3 };
+    for (int k = 0; k < 2; k++) {
+        snprintf(step[k], sizeof step[k], "a g %ld 1\nf g %ld 1\n", 3 * MB * batch[k],
+                 3 * MB * batch[k]);
+        snprintf(head, sizeof head, "cuda_reserved %ld\ncuda_allocated %ld\n"
+                 "cuda_outside 500000000\n", 10260 * MB, 10240 * MB);
+        gpu_trace(k ? "p3.txt" : "p2.txt", head, step[k], step[k], &t[k]);
+    }
+    struct replay_model m;
+    if (replay_fit(t, batch, 2, &m, why, sizeof why))
+        fail_msg("declined: %s", why);
+    assert_int_equal(m.persistent, 10240 * MB);
+    int64_t cap = 12288 * MB, need;
+    long want = largest(need_persistent, NULL, cap, 8192);
+    assert_int_equal(want, 523);
+    assert_int_equal(replay_predict(&m, 1, 8192, 1, cap, &need), want);
+    assert_int_equal(need, need_persistent(want, NULL));
+    /* On a grid of 8: within one step. */
+    long p8 = replay_predict(&m, 1, 8192, 8, cap, &need);
+    assert_true(p8 <= want && p8 > want - 8);
+    replay_model_release(&m);
+    replay_trace_release(&t[0]);
+    replay_trace_release(&t[1]);
+}
+
+static int64_t need_update(long b, const void *arg)
+{
+    (void)arg;
+    /* 1 GiB kept, the weights' old and new copies (100 MiB each, in
+     * segments of their own), the activation. */
+    return 500000000 + 1024 * MB + 200 * MB + seg_for(3 * MB * b);
+}
+
+/* Frees pair with their allocations by address: the optimizer makes the
+ * weights' new copy before it frees the old one, which the step before
+ * made.  Paired by size (the newest block of that size), the free would
+ * take the new copy and the step would need one copy less. */
+static void test_gpu_address_pairs(void **state)
+{
+    (void)state;
+    struct replay_trace t[2];
+    char s1[256], s2[256], head[256], why[512];
+    long batch[2] = { 2, 3 };
+    for (int k = 0; k < 2; k++) {
+        int64_t a = 3 * MB * batch[k];
+        /* step 1 frees the copy at 7 (made before the recording) and
+         * makes one at 8; step 2 frees that one and makes one at 7 */
+        snprintf(s1, sizeof s1, "a g %ld 1\na g %ld 8\nf g %ld 7\nf g %ld 1\n", a, 100 * MB,
+                 100 * MB, a);
+        snprintf(s2, sizeof s2, "a g %ld 1\na g %ld 7\nf g %ld 8\nf g %ld 1\n", a, 100 * MB,
+                 100 * MB, a);
+        snprintf(head, sizeof head, "cuda_reserved %ld\ncuda_allocated %ld\n"
+                 "cuda_outside 500000000\n", 1124 * MB, 1124 * MB);
+        gpu_trace(k ? "u3.txt" : "u2.txt", head, s1, s2, &t[k]);
+    }
+    struct replay_model m;
+    if (replay_fit(t, batch, 2, &m, why, sizeof why))
+        fail_msg("declined: %s", why);
+    /* 1124 MiB allocated at the start, less the copy step 1 frees. */
+    assert_int_equal(m.persistent, 1024 * MB);
+    assert_non_null(m.pair);
+    assert_int_equal(m.pair[2], m.n + 1); /* the free of the step before's copy */
+    assert_int_equal(m.pair[3], 0);
+    int fits;
+    for (long b = 4; b < 400; b += 37)
+        assert_int_equal(replay_need(&m, b, INT64_MAX / 2, &fits), need_update(b, NULL));
+    int64_t cap = 2000 * MB, need;
+    long want = largest(need_update, NULL, cap, 4096);
+    assert_int_equal(replay_predict(&m, 1, 4096, 1, cap, &need), want);
+    replay_model_release(&m);
+    replay_trace_release(&t[0]);
+    replay_trace_release(&t[1]);
+}
+
+static int64_t need_layout(long b, const void *arg)
+{
+    (void)arg;
+    /* The 40 MiB segment with 8 MiB of weights holds a request of up to
+     * 32 MiB in its free part; a larger one gets a segment of its own. */
+    int64_t a = 3 * MB * b;
+    return 500000000 + 40 * MB + (a <= 32 * MB ? 0 : seg_for(a));
+}
+
+/* With the layout at the recording's start (a memory-history snapshot),
+ * the persistent segments are seeded as they were: their free parts
+ * serve the step; a segment that held only the step's blocks is left
+ * out (the cache of another size). */
+static void test_gpu_layout(void **state)
+{
+    (void)state;
+    struct replay_trace t[2];
+    char head[512], why[512];
+    long batch[2] = { 2, 3 };
+    for (int k = 0; k < 2; k++) {
+        int64_t a = 3 * MB * batch[k];
+        snprintf(head, sizeof head,
+                 "cuda_reserved %ld\ncuda_allocated %ld\ncuda_outside 500000000\n"
+                 "segment %ld %ld l\nblock %ld %ld a\nblock %ld %ld f\n"
+                 "segment %ld %ld l\nblock %ld %ld a\nblock %ld %ld f\n",
+                 60 * MB, 8 * MB + a,
+                 100 * MB, 40 * MB, 100 * MB, 8 * MB, 108 * MB, 32 * MB,
+                 1000 * MB, 20 * MB, 1000 * MB, a, 1000 * MB + a, 20 * MB - a);
+        /* Each step frees the block the step before made at 1000 MiB and
+         * makes it again there: the segment at 1000 MiB held only that. */
+        char s1[128];
+        snprintf(s1, sizeof s1, "f g %ld %ld\na g %ld %ld\n", a, 1000 * MB, a, 1000 * MB);
+        gpu_trace(k ? "l3.txt" : "l2.txt", head, s1, s1, &t[k]);
+    }
+    struct replay_model m;
+    if (replay_fit(t, batch, 2, &m, why, sizeof why))
+        fail_msg("declined: %s", why);
+    assert_int_equal(m.nseg, 1);
+    assert_int_equal(m.seg[0].size, 40 * MB);
+    int fits;
+    for (long b = 1; b < 100; b += 3)
+        assert_int_equal(replay_need(&m, b, INT64_MAX / 2, &fits), need_layout(b, NULL));
+    int64_t cap = 500000000 + 140 * MB, need;
+    long want = largest(need_layout, NULL, cap, 1024);
+    assert_int_equal(replay_predict(&m, 1, 1024, 1, cap, &need), want);
+    assert_int_equal(want, 33);
+    replay_model_release(&m);
+    replay_trace_release(&t[0]);
+    replay_trace_release(&t[1]);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -407,6 +595,9 @@ int main(void)
         cmocka_unit_test(test_unsteady_few),
         cmocka_unit_test(test_negative_size),
         cmocka_unit_test(test_gpu),
+        cmocka_unit_test(test_gpu_persistent),
+        cmocka_unit_test(test_gpu_address_pairs),
+        cmocka_unit_test(test_gpu_layout),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

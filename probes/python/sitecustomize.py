@@ -408,22 +408,38 @@ class _Recorder(object):
     model (probes/replay.h): with AUTOBATCH_RECORD=DIR, after the
     AUTOBATCH_RECORD_AFTER-th optimizer step (default 2: the optimizer's
     state exists and the steady peak was reached, so VmPeak then is the
-    step's) the profiler records every allocation and free (torch.profiler
-    with profile_memory: CPU and CUDA allocations, torch 1.13 through 2.x,
-    in one form) for three more steps, then writes DIR/trace-PID.txt with
-    the last two (the first step of a recording misses the frees of what
-    was allocated before it started):
+    step's) every allocation and free is recorded for three more steps,
+    then DIR/trace-PID.txt is written with the last two (the first step of
+    a recording misses the frees of what was allocated before it started).
+
+    On CUDA with torch 2.1 or later, the caching allocator's own memory
+    history records them (torch.cuda.memory._record_memory_history, no
+    stacks, unlimited entries: requested sizes, addresses, streams), and a
+    snapshot taken when recording starts gives the layout the steps start
+    from (its segments and blocks).  Elsewhere (the CPU, torch 1.13 and
+    2.0) torch.profiler with profile_memory records them (CPU and CUDA
+    allocations, in one form).
 
       autobatch-trace 1
       pid P
       rank R
       world W
       torch VERSION
+      recorder history|profiler
       vm_peak_kb K          (/proc/self/status VmPeak before recording)
       vm_size_kb K          (VmSize when recording started)
       cuda_reserved B       (caching allocator, when recording started; -1 off CUDA)
       cuda_allocated B
       cuda_outside B        (device memory outside the allocator: total - free - reserved)
+      cuda_total B          (torch.cuda.mem_get_info: CUDA's view of the card)
+      cuda_free B
+      alloc_conf CONF       (PYTORCH_CUDA_ALLOC_CONF, when set)
+      backend NAME          (native or cudaMallocAsync)
+      segment ADDR SIZE s|l (the layout at the start, memory history only:
+      block ADDR SIZE a|f    each segment, then its blocks, allocated or free)
+      cuda_reserved_end B   (after the recorded steps)
+      cuda_allocated_end B
+      streams N             (streams the recorded steps allocated on; history only)
       step 1
       a DEV SIZE ADDR       (an allocation; DEV c for CPU, g for a GPU)
       f DEV SIZE ADDR       (a free)
@@ -431,20 +447,22 @@ class _Recorder(object):
       ...
       end N                 (N events: a file without it was cut short)
 
-    The header also has record_step_s (the three profiled steps' seconds)
+    The header also has record_step_s (the three recorded steps' seconds)
     and write_s (building and writing the trace).  More than
     AUTOBATCH_RECORD_MAX events (default 2,000,000, about 60 MB) are not
     written: the file then says `truncated N`, which autobatch refuses.
 
     Events are in time order and split at the optimizer steps' ends.  The
-    profiler's own cost lands only on those two steps."""
+    recorder's own cost lands only on those steps."""
 
     def __init__(self, directory, after, cap):
         self.dir = directory
         self.after = after
         self.cap = cap
         self.prof = None
+        self.history = None      # the CUDA device whose memory history is on
         self.marks = []
+        self.counts = []         # (allocations, frees) so far at each mark, with history
         self.head = None
         self.done = False
 
@@ -452,47 +470,126 @@ class _Recorder(object):
         if self.done or probe.steps < self.after:
             return
         import time
-        if self.prof is None:
+        if self.prof is None and self.history is None:
             self.head = self.header(probe, rank, world)
-            from torch.profiler import profile, ProfilerActivity
-            self.prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-            self.prof.start()
+            if not self.start_history(probe):
+                from torch.profiler import profile, ProfilerActivity
+                self.head.insert(5, "recorder profiler")
+                self.prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+                self.prof.start()
             self.marks = [time.time_ns()]
+            self.counts = [self.alloc_counts(probe)]
             return
         self.marks.append(time.time_ns())
+        self.counts.append(self.alloc_counts(probe))
         if len(self.marks) < 4:
             return
         self.done = True
-        prof, self.prof = self.prof, None
-        prof.stop()
         path = os.path.join(self.dir, "trace-%d.txt" % os.getpid())
+        if self.history is not None:
+            events = self.stop_history(probe)
+        else:
+            prof, self.prof = self.prof, None
+            prof.stop()
+            events = None
+        self.head.extend(self.end_figures(probe))
         self.head.append("record_step_s %s" % " ".join(
             "%.6f" % ((b - a) / 1e9) for a, b in zip(self.marks, self.marks[1:])))
         t0 = time.time_ns()
-        n = self.write(prof, path, t0)
+        if events is None:
+            events = self.profiler_events(prof)
+        n = self.write(events, path, t0)
         probe.emit('{"ab":"trace","pid":%d,"rank":%d,"path":%s,"events":%d}'
                    % (os.getpid(), rank, _json_str(path), n))
 
-    def header(self, probe, rank, world):
-        res = alloc = outside = -1
+    def start_history(self, probe):
+        """Memory history on, with the layout the steps start from in the
+        header; False where it cannot be had (no CUDA, torch < 2.1)."""
         try:
             cuda = probe.torch.cuda
-            if cuda.is_initialized():
-                dev = cuda.current_device()
-                res = cuda.memory_reserved(dev)
-                alloc = cuda.memory_allocated(dev)
-                free, total = cuda.mem_get_info(dev)
-                outside = total - free - res
+            mem = getattr(cuda, "memory", None)
+            if not cuda.is_initialized() or not hasattr(mem, "_record_memory_history"):
+                return False
+            dev = cuda.current_device()
+            snap = mem._snapshot()
+            # torch 1.13/2.0 take (enabled, device) and keep no ordered trace
+            mem._record_memory_history(enabled="all", context=None, stacks="python",
+                                       max_entries=sys.maxsize, device=dev)
+        except Exception:
+            return False
+        self.history = dev
+        self.head.insert(5, "recorder history")
+        for seg in snap.get("segments", []) if isinstance(snap, dict) else snap:
+            if seg.get("device", dev) != dev:
+                continue
+            addr = int(seg["address"])
+            kind = "s" if seg.get("segment_type") == "small" else "l"
+            self.head.append("segment %d %d %s" % (addr, int(seg["total_size"]), kind))
+            for blk in seg.get("blocks", []):
+                size = int(blk["size"])
+                live = str(blk.get("state", "")).startswith("active")
+                self.head.append("block %d %d %s" % (addr, size, "a" if live else "f"))
+                addr += size
+        return True
+
+    def stop_history(self, probe):
+        """The recorded allocations and frees, and memory history off."""
+        mem = probe.torch.cuda.memory
+        snap = mem._snapshot()
+        try:
+            mem._record_memory_history(enabled=None, device=self.history)
         except Exception:
             pass
-        return ["autobatch-trace 1", "pid %d" % os.getpid(), "rank %d" % rank,
-                "world %d" % world,
-                "torch %s" % getattr(probe.torch, "__version__", "?").split()[0],
-                "vm_peak_kb %d" % (_vm_kb("VmPeak") or -1), "vm_size_kb %d" % (_vm_kb("VmSize") or -1),
-                "cuda_reserved %d" % res, "cuda_allocated %d" % alloc,
-                "cuda_outside %d" % outside]
+        traces = snap.get("device_traces", [])
+        trace = traces[self.history] if self.history < len(traces) else []
+        # The steps' ends: where the allocator's own counts of allocations
+        # and frees were at each mark; its clock where they disagree.
+        c = self.counts
+        by_count = None not in c and all(
+            a >= c[0][0] and f >= c[0][1] for a, f in c)
+        if by_count:
+            na = sum(1 for e in trace if e.get("action") == "alloc")
+            nf = sum(1 for e in trace if e.get("action") == "free_requested")
+            by_count = (na, nf) == (c[3][0] - c[0][0], c[3][1] - c[0][1])
+        events, streams, sizes = [], set(), {}
+        k = na = nf = 0
+        for e in trace:
+            act = e.get("action")
+            if act == "alloc":
+                na += 1
+            elif act == "free_requested":
+                nf += 1
+            # a step ends at the allocator's count; a free completes in its own
+            while by_count and k < 3 and act in ("alloc", "free_requested") and (
+                    na - (act == "alloc") >= c[k + 1][0] - c[0][0] and
+                    nf - (act == "free_requested") >= c[k + 1][1] - c[0][1]):
+                k += 1
+            addr = int(e.get("addr", 0))
+            if act == "alloc":
+                size = int(e["size"])
+                sizes[addr] = size
+                streams.add(e.get("stream", 0))
+            elif act == "free_completed":
+                size = -sizes.pop(addr, int(e["size"]))
+            else:
+                continue
+            t = self.marks[min(k, 2)] if by_count else int(e.get("time_us", 0)) * 1000
+            events.append((t, size, "g", addr))
+        self.head.append("streams %d" % len(streams))
+        self.head.append("steps_by %s" % ("count" if by_count else "clock"))
+        return events
 
-    def write(self, prof, path, t0):
+    def alloc_counts(self, probe):
+        """The caching allocator's allocations and frees so far (history only)."""
+        if self.history is None:
+            return None
+        try:
+            st = probe.torch.cuda.memory_stats(self.history)
+            return (int(st["allocation.all.allocated"]), int(st["allocation.all.freed"]))
+        except Exception:
+            return None
+
+    def profiler_events(self, prof):
         events = []
         stack = list(prof.profiler.kineto_results.experimental_event_tree())
         while stack:
@@ -503,6 +600,49 @@ class _Recorder(object):
                 events.append((node.start_time_ns, ef.alloc_size, dev, ef.ptr))
             stack.extend(node.children)
         events.sort(key=lambda e: e[0])
+        return events
+
+    def header(self, probe, rank, world):
+        res = alloc = outside = free = total = -1
+        conf = backend = None
+        try:
+            cuda = probe.torch.cuda
+            if cuda.is_initialized():
+                dev = cuda.current_device()
+                res = cuda.memory_reserved(dev)
+                alloc = cuda.memory_allocated(dev)
+                free, total = cuda.mem_get_info(dev)
+                outside = total - free - res
+                conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get(
+                    "PYTORCH_ALLOC_CONF")
+                get = getattr(cuda, "get_allocator_backend", None)
+                backend = get() if get else "native"
+        except Exception:
+            pass
+        head = ["autobatch-trace 1", "pid %d" % os.getpid(), "rank %d" % rank,
+                "world %d" % world,
+                "torch %s" % getattr(probe.torch, "__version__", "?").split()[0],
+                "vm_peak_kb %d" % (_vm_kb("VmPeak") or -1), "vm_size_kb %d" % (_vm_kb("VmSize") or -1),
+                "cuda_reserved %d" % res, "cuda_allocated %d" % alloc,
+                "cuda_outside %d" % outside, "cuda_total %d" % total, "cuda_free %d" % free]
+        if conf:
+            head.append("alloc_conf %s" % " ".join(str(conf).split())[:250])
+        if backend:
+            head.append("backend %s" % backend)
+        return head
+
+    def end_figures(self, probe):
+        try:
+            cuda = probe.torch.cuda
+            if cuda.is_initialized():
+                dev = cuda.current_device()
+                return ["cuda_reserved_end %d" % cuda.memory_reserved(dev),
+                        "cuda_allocated_end %d" % cuda.memory_allocated(dev)]
+        except Exception:
+            pass
+        return []
+
+    def write(self, events, path, t0):
         lines = list(self.head)
         if len(events) > self.cap:
             lines.append("truncated %d" % len(events))

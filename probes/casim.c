@@ -22,6 +22,7 @@
  */
 #include "casim.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -185,8 +186,15 @@ struct casim {
     const struct casim_device *dev; /* NULL: simulated segments under capacity */
     struct casim_map segs;  /* with dev: segment address -> device handle */
     size_t requests;        /* casim_alloc() calls so far */
+    struct casim_config conf;
+    uint32_t exp[2];        /* expandable segments: each pool's head block, */
+    uint32_t exp_tail[2];   /* and the block at its end */
     struct casim_stats st;
 };
+
+/* Where each pool's expandable segment lies: far above the others. */
+#define EXP_BASE(pool) ((1ULL << 60) + (uint64_t)(pool) * (1ULL << 59))
+#define EXP_PAGE(pool) ((pool) == POOL_SMALL ? CASIM_SMALL_BUF : CASIM_LARGE_BUF)
 
 static uint32_t casim_rand(struct casim *s)
 {
@@ -319,11 +327,23 @@ static uint32_t tree_lower_bound(const struct casim *s, int pool, uint64_t size)
 /* The allocator's rules                                               */
 /* ------------------------------------------------------------------ */
 
-/* round_size(): to a multiple of kMinBlockSize, at least one. */
-static uint64_t casim_round(uint64_t size)
+/* round_size(): to a multiple of kMinBlockSize, at least one; with
+ * roundup_power2_divisions, to the next division of its power-of-two
+ * interval. */
+static uint64_t casim_round(const struct casim *s, uint64_t size)
 {
     if (size < CASIM_MIN_BLOCK)
         return CASIM_MIN_BLOCK;
+    uint64_t div = s->conf.roundup_divisions;
+    if (div > 1 && size > CASIM_MIN_BLOCK * div) {
+        uint64_t floor2 = 1ULL << (63 - __builtin_clzll(size));
+        if (floor2 == size)
+            return size;
+        uint64_t step = floor2 / div;
+        if (step == 0)
+            return floor2 << 1;
+        return (size + step - 1) / step * step;
+    }
     return (size + CASIM_MIN_BLOCK - 1) / CASIM_MIN_BLOCK * CASIM_MIN_BLOCK;
 }
 
@@ -337,12 +357,30 @@ static uint64_t casim_segment_size(uint64_t size)
     return (size + CASIM_ROUND_LARGE - 1) / CASIM_ROUND_LARGE * CASIM_ROUND_LARGE;
 }
 
-/* should_split() without max_split_size. */
-static int casim_should_split(int pool, uint64_t remaining)
+/* should_split(): a request of size with `remaining` bytes left over. */
+static int casim_should_split(const struct casim *s, int pool, uint64_t size, uint64_t remaining)
 {
     if (pool == POOL_SMALL)
         return remaining >= CASIM_MIN_BLOCK;
+    if (s->conf.max_split && size >= s->conf.max_split)
+        return 0;
     return remaining > CASIM_SMALL_SIZE;
+}
+
+/* get_free_block() with max_split_size: the best-fitting cached block a
+ * request may take, or NIL. */
+static uint32_t tree_lower_bound(const struct casim *s, int pool, uint64_t size);
+static uint32_t casim_find(const struct casim *s, int pool, uint64_t size)
+{
+    uint32_t x = tree_lower_bound(s, pool, size);
+    uint64_t ms = s->conf.max_split;
+    if (x == NIL || !ms || pool == POOL_SMALL)
+        return x;
+    if (size < ms && s->b[x].size >= ms)
+        return NIL; /* an oversize block is not split for a small request */
+    if (size >= ms && s->b[x].size >= size + CASIM_LARGE_BUF)
+        return NIL; /* nor given whole to a request far below it */
+    return x;
 }
 
 static int casim_fits(const struct casim *s, uint64_t seg)
@@ -407,10 +445,33 @@ static uint32_t casim_new_segment(struct casim *s, int pool, uint64_t seg)
  */
 void casim_empty_cache(struct casim *s)
 {
+    /* An expandable segment unmaps the whole pages of its free end. */
+    for (int p = 0; p < 2; p++) {
+        uint32_t t = s->exp_tail[p];
+        if (t == NIL || s->b[t].state != BLOCK_CACHED || s->b[t].prev == NIL)
+            continue;
+        uint64_t page = EXP_PAGE(p), base = s->b[s->exp[p]].addr;
+        uint64_t end = s->b[t].addr + s->b[t].size;
+        uint64_t from = base + (s->b[t].addr - base + page - 1) / page * page;
+        if (from >= end)
+            continue;
+        tree_erase(s, t);
+        s->b[t].size -= end - from;
+        s->st.reserved -= end - from;
+        if (s->b[t].size) {
+            tree_insert(s, t);
+        } else {
+            s->exp_tail[p] = s->b[t].prev;
+            s->b[s->b[t].prev].next = NIL;
+            slot_put(s, t);
+        }
+    }
     for (uint32_t i = 1; i < s->nb; i++) {
         struct casim_block *b = &s->b[i];
         if (b->state != BLOCK_CACHED || b->prev != NIL || b->next != NIL)
             continue;
+        if (s->exp[b->pool] == i)
+            s->exp[b->pool] = s->exp_tail[b->pool] = NIL;
         tree_erase(s, i);
         casim_unreserve(s, b->addr);
         s->st.reserved -= b->size;
@@ -418,6 +479,123 @@ void casim_empty_cache(struct casim *s)
         s->st.segment_frees++;
         slot_put(s, i);
     }
+}
+
+/* garbage_collection_threshold: release the cache before reserved
+ * memory would pass the threshold. */
+static void casim_gc(struct casim *s, uint64_t more)
+{
+    double th = s->conf.gc_threshold;
+    if (th > 0 && s->capacity &&
+        (double)(s->st.reserved + more) > th * (double)s->capacity)
+        casim_empty_cache(s);
+}
+
+/*
+ * Expandable segments: map pages at the end of pool's segment until its
+ * free end holds rs bytes; *x is that free block (out of its tree).
+ * Slots must be reserved.  Returns 0, 1 when the pages do not fit.
+ */
+static int casim_expand(struct casim *s, int pool, uint64_t rs, uint32_t *x)
+{
+    uint64_t page = EXP_PAGE(pool);
+    uint32_t t = s->exp_tail[pool];
+    uint64_t have = t != NIL && s->b[t].state == BLOCK_CACHED ? s->b[t].size : 0;
+    uint64_t map = (rs - have + page - 1) / page * page;
+    casim_gc(s, map);
+    if (!casim_fits(s, map)) {
+        casim_empty_cache(s);
+        t = s->exp_tail[pool];
+        have = t != NIL && s->b[t].state == BLOCK_CACHED ? s->b[t].size : 0;
+        map = (rs - have + page - 1) / page * page;
+        if (!casim_fits(s, map))
+            return 1;
+    }
+    if (t == NIL) {
+        uint32_t h = slot_get(s);
+        s->b[h].addr = EXP_BASE(pool);
+        s->b[h].size = map;
+        s->b[h].pool = (unsigned char)pool;
+        s->exp[pool] = s->exp_tail[pool] = h;
+        s->st.segments++;
+        s->st.segment_allocs++;
+        *x = h;
+    } else if (have) {
+        tree_erase(s, t);
+        s->b[t].size += map;
+        *x = t;
+    } else {
+        uint32_t y = slot_get(s);
+        s->b[y].addr = s->b[t].addr + s->b[t].size;
+        s->b[y].size = map;
+        s->b[y].pool = (unsigned char)pool;
+        s->b[y].prev = t;
+        s->b[t].next = y;
+        s->exp_tail[pool] = y;
+        *x = y;
+    }
+    s->st.reserved += map;
+    if (s->st.reserved > s->st.peak_reserved)
+        s->st.peak_reserved = s->st.reserved;
+    return 0;
+}
+
+void casim_configure(struct casim *s, const struct casim_config *c)
+{
+    s->conf = *c;
+    if (c->roundup_divisions & (c->roundup_divisions - 1))
+        s->conf.roundup_divisions = 0; /* not a power of two: PyTorch refuses it */
+}
+
+int casim_config_parse(const char *conf, struct casim_config *c, char *why, size_t whylen)
+{
+    memset(c, 0, sizeof *c);
+    if (!conf)
+        return 0;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", conf);
+    for (char *save = NULL, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        while (*kv == ' ')
+            kv++;
+        char *v = strchr(kv, ':');
+        if (!v)
+            continue;
+        *v++ = '\0';
+        char *end;
+        if (!strcmp(kv, "backend")) {
+            if (strcmp(v, "native")) {
+                snprintf(why, whylen, "PYTORCH_CUDA_ALLOC_CONF backend:%s is not PyTorch's caching "
+                         "allocator (not modelled)", v);
+                return -1;
+            }
+        } else if (!strcmp(kv, "expandable_segments")) {
+            c->expandable = !strcmp(v, "True") || !strcmp(v, "true") || !strcmp(v, "1");
+        } else if (!strcmp(kv, "max_split_size_mb")) {
+            unsigned long long mb = strtoull(v, &end, 10);
+            if (end == v || *end) {
+                snprintf(why, whylen, "PYTORCH_CUDA_ALLOC_CONF max_split_size_mb:%s is not a number", v);
+                return -1;
+            }
+            c->max_split = mb > (1ULL << 40) ? 0 : mb << 20;
+        } else if (!strcmp(kv, "roundup_power2_divisions")) {
+            unsigned long d = strtoul(v, &end, 10);
+            if (end == v || *end || d > 1024 || (d & (d - 1))) {
+                snprintf(why, whylen, "PYTORCH_CUDA_ALLOC_CONF roundup_power2_divisions:%s (a list "
+                         "per interval, or not a power of two) is not modelled", v);
+                return -1;
+            }
+            c->roundup_divisions = (unsigned)d;
+        } else if (!strcmp(kv, "garbage_collection_threshold")) {
+            double th = strtod(v, &end);
+            if (end == v || *end || !(th > 0 && th < 1)) {
+                snprintf(why, whylen, "PYTORCH_CUDA_ALLOC_CONF garbage_collection_threshold:%s is "
+                         "not a fraction", v);
+                return -1;
+            }
+            c->gc_threshold = th;
+        } /* pinned host memory, locking: nothing to model */
+    }
+    return 0;
 }
 
 struct casim *casim_new(uint64_t capacity)
@@ -487,13 +665,20 @@ int casim_alloc(struct casim *s, uint64_t id, uint64_t size)
         return -2;
     }
 
-    uint64_t rs = casim_round(size);
+    uint64_t rs = casim_round(s, size);
     int pool = rs <= CASIM_SMALL_SIZE ? POOL_SMALL : POOL_LARGE;
-    uint32_t x = tree_lower_bound(s, pool, rs);
+    uint32_t x = casim_find(s, pool, rs);
     if (x != NIL) {
         tree_erase(s, x);
+    } else if (s->conf.expandable && !s->dev) {
+        int r = casim_expand(s, pool, rs, &x);
+        if (r) {
+            map_del(&s->ids, id);
+            return r == 1 ? casim_oom(s, request) : r;
+        }
     } else {
         uint64_t seg = casim_segment_size(rs);
+        casim_gc(s, seg);
         int r = casim_reserve(s, seg);
         if (r == 1) {
             casim_empty_cache(s);
@@ -508,7 +693,7 @@ int casim_alloc(struct casim *s, uint64_t id, uint64_t size)
 
     struct casim_block *b = &s->b[x];
     uint64_t remaining = b->size - rs;
-    if (casim_should_split(pool, remaining)) {
+    if (casim_should_split(s, pool, rs, remaining)) {
         uint32_t r = slot_get(s);
         struct casim_block *rb = &s->b[r];
         rb->addr = b->addr + rs;
@@ -522,6 +707,8 @@ int casim_alloc(struct casim *s, uint64_t id, uint64_t size)
         b->next = r;
         b->size = rs;
         tree_insert(s, r);
+        if (s->exp_tail[pool] == x)
+            s->exp_tail[pool] = r;
     }
 
     b->state = BLOCK_LIVE;
@@ -612,6 +799,10 @@ static void casim_merge(struct casim *s, uint32_t x, uint32_t n)
             s->b[b->next].prev = x;
     }
     b->size += nb->size;
+    if (s->exp_tail[b->pool] == n)
+        s->exp_tail[b->pool] = x;
+    if (s->exp[b->pool] == n)
+        s->exp[b->pool] = x;
     slot_put(s, n);
 }
 

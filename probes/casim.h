@@ -11,9 +11,10 @@
  * with the allocator's rules and reports allocated and reserved bytes,
  * their peaks, and the request at which it would run out of memory.
  *
- * The rules modelled, with PyTorch's constants (defaults only: no
- * max_split_size, no garbage_collection_threshold, no expandable
- * segments, one stream, no CUDA graphs):
+ * The rules modelled, with PyTorch's constants (the default settings;
+ * casim_configure() adds expandable segments, max_split_size,
+ * roundup_power2_divisions and, roughly, garbage_collection_threshold;
+ * one stream, no CUDA graphs):
  *   - every request is rounded up to a multiple of 512 bytes (0 -> 512);
  *   - requests of at most 1 MiB use the small pool, others the large one;
  *   - a request is served by the smallest cached free block of its pool
@@ -96,6 +97,45 @@ struct casim_stats {
  * bounds cudaMalloc.  Returns NULL when memory runs out.
  */
 struct casim *casim_new(uint64_t capacity);
+
+/**
+ * The allocator's settings (PYTORCH_CUDA_ALLOC_CONF) that casim models;
+ * all 0 is the default allocator.
+ *   - expandable: expandable_segments:True.  One segment per pool grows
+ *     by mapping pages (20 MiB large, 2 MiB small) at its end when no
+ *     cached block fits, instead of a new segment per miss; releasing the
+ *     cache unmaps the whole pages of the free block at its end (free
+ *     pages inside it stay mapped: a simplification).  Simulated only: a
+ *     device-backed allocator (casim_new_on) ignores it.
+ *   - max_split: max_split_size_mb in bytes: blocks of at least this size
+ *     are not split, a smaller request does not take one, a larger request
+ *     takes none more than 20 MiB above its size.
+ *   - roundup_divisions: roundup_power2_divisions (one number, a power of
+ *     two): requests round up to the next of that many divisions of their
+ *     power-of-two interval.
+ *   - gc_threshold: garbage_collection_threshold: before a segment would
+ *     take reserved memory above this fraction of the capacity, the cached
+ *     whole segments are released (PyTorch frees the oldest first, and
+ *     only under a per-process memory fraction: an approximation).
+ */
+struct casim_config {
+    int expandable;
+    uint64_t max_split;
+    unsigned roundup_divisions;
+    double gc_threshold;
+};
+
+/**
+ * Read PYTORCH_CUDA_ALLOC_CONF's text ("key:value,..."; NULL or "" is
+ * the default) into *c.  Returns 0, or -1 with why when it names what
+ * casim does not model (backend:cudaMallocAsync, per-interval roundup
+ * lists, a value it cannot read).  Keys about pinned host memory and
+ * unknown ones are ignored.
+ */
+int casim_config_parse(const char *conf, struct casim_config *c, char *why, size_t whylen);
+
+/** Use settings c from now on (set before the first request). */
+void casim_configure(struct casim *s, const struct casim_config *c);
 
 /**
  * Where a device-backed allocator's segments come from.  reserve() gets

@@ -403,6 +403,8 @@ static int replay_fit_steady(int64_t *const *ev, size_t len, const struct replay
                              size_t whylen);
 static int replay_fit_gpu(const struct replay_trace *t, size_t n, const size_t *raw0,
                           const size_t *s1to2, struct replay_model *m, char *why, size_t whylen);
+static int replay_self_check(struct replay_model *m, const struct replay_trace *t,
+                             const long *batch, size_t n, char *why, size_t whylen);
 
 int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct replay_model *m,
                char *why, size_t whylen)
@@ -497,6 +499,8 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
         rc = replay_fit_steady(ev, len, t, batch, n, m, why, whylen);
     if (!rc && m->device == 'g')
         rc = replay_fit_gpu(t, n, raw0, s1to2, m, why, whylen);
+    if (!rc && m->device == 'g')
+        rc = replay_self_check(m, t, batch, n, why, whylen);
     free(s1to2);
     free(raw0);
     for (size_t k = 0; k < 3; k++)
@@ -704,6 +708,24 @@ static int replay_fit_gpu(const struct replay_trace *t, size_t n, const size_t *
     m->rank = t[0].rank;
     m->cuda_total = t[0].cuda_total;
     snprintf(m->conf, sizeof m->conf, "%s", t[0].alloc_conf);
+    /* What the simulated allocator does not model declines. */
+    for (size_t k = 0; k < n; k++) {
+        if (t[k].backend[0] && strcmp(t[k].backend, "native"))
+            return replay_decline(m, why, whylen, "the trainer used the %s allocator backend, "
+                                  "not PyTorch's caching allocator (not modelled)", t[k].backend);
+        if (t[k].streams > 1)
+            return replay_decline(m, why, whylen, "the recorded steps allocated on %ld streams "
+                                  "(blocks are cached per stream: not modelled)", t[k].streams);
+        if (t[k].graphs > 0)
+            return replay_decline(m, why, whylen, "the recorded steps allocated in CUDA graphs' "
+                                  "private pools (not modelled)");
+        if (strcmp(t[k].alloc_conf, t[0].alloc_conf))
+            return replay_decline(m, why, whylen, "the traces were recorded under different "
+                                  "PYTORCH_CUDA_ALLOC_CONF settings");
+    }
+    char cwhy[256];
+    if (casim_config_parse(m->conf, &m->cfg, cwhy, sizeof cwhy))
+        return replay_decline(m, why, whylen, "%s", cwhy);
     m->persistent = 0;
     int paired = 1;
     size_t *pr[2] = { NULL, NULL }, *r2m = NULL;
@@ -880,6 +902,7 @@ static int replay_run(const struct replay_model *m, long b, struct casim *s)
     size_t *own = m->pair ? NULL : malloc((m->n + 1) * sizeof *own);
     const size_t *pair = m->pair ? m->pair : own;
     int steps = m->pair ? REPLAY_STEPS : 1, rc = 0;
+    casim_configure(s, &m->cfg);
     if (!pair || (own && replay_pair_by_size(m, b, own))) {
         free(own);
         return -2;
@@ -941,6 +964,62 @@ static int replay_run(const struct replay_model *m, long b, struct casim *s)
     }
     free(own);
     return rc;
+}
+
+/* The segment casim reserves for the model's largest request at b. */
+static int64_t replay_largest_segment(const struct replay_model *m, long b)
+{
+    int64_t big = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        int64_t sz = replay_size(m, i, b);
+        if (!m->frees[i] && sz > big)
+            big = sz;
+    }
+    big = round512(big);
+    if (big < (int64_t)CASIM_MIN_LARGE)
+        return (int64_t)CASIM_LARGE_BUF;
+    return (big + (int64_t)CASIM_ROUND_LARGE - 1) / (int64_t)CASIM_ROUND_LARGE *
+           (int64_t)CASIM_ROUND_LARGE;
+}
+
+static double replay_mib(int64_t v)
+{
+    return (double)v / 1048576.0;
+}
+
+/*
+ * The self-check: replayed at each recorded size, the allocator must end
+ * up holding what the trainer's did after the recorded steps (the
+ * probe's cuda_reserved_end), within one segment (the largest request's,
+ * at least 20 MiB).  A replay that misses its own recording would not
+ * predict another size either: it declines with the difference.
+ */
+static int replay_self_check(struct replay_model *m, const struct replay_trace *t,
+                             const long *batch, size_t n, char *why, size_t whylen)
+{
+    for (size_t k = 0; k < n; k++) {
+        if (t[k].reserved_end < 0)
+            continue; /* an older probe's trace: nothing to check against */
+        struct casim *s = casim_new(0);
+        int rc = replay_run(m, batch[k], s);
+        struct casim_stats st;
+        if (s)
+            casim_stats(s, &st);
+        casim_free(s);
+        if (rc)
+            return replay_decline(m, why, whylen, "the replay at micro-batch %ld failed "
+                                  "(out of host memory)", batch[k]);
+        int64_t got = (int64_t)st.reserved, want = t[k].reserved_end, diff = got - want;
+        int64_t tol = replay_largest_segment(m, batch[k]);
+        if (diff > tol || -diff > tol)
+            return replay_decline(m, why, whylen,
+                                  "replayed at micro-batch %ld the allocator reserves %.1f MiB, "
+                                  "the trainer reserved %.1f MiB (%+.1f MiB, more than one "
+                                  "segment of %.0f MiB): the replay does not reproduce its "
+                                  "recording", batch[k], replay_mib(got), replay_mib(want),
+                                  replay_mib(diff), replay_mib(tol));
+    }
+    return 0;
 }
 
 int64_t replay_need(const struct replay_model *m, long b, int64_t capacity, int *fits)

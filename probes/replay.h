@@ -50,6 +50,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "casim.h"
+
 /** A block of the layout at the recording's start (a memory-history
  *  snapshot's segments): its address, size, and whether it was live. */
 struct replay_block {
@@ -141,6 +143,7 @@ struct replay_model {
     long rank;              /**< the rank whose trace this is */
     int64_t cuda_total;     /**< the recording card's total as CUDA sees it; -1 unknown */
     char conf[256];         /**< PYTORCH_CUDA_ALLOC_CONF, as recorded */
+    struct casim_config cfg; /**< what casim makes of it */
 };
 
 /** At most this many events (and 2% of a step's) may differ between the

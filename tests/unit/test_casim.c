@@ -731,6 +731,75 @@ static void test_seed_segment(void **state)
     casim_free(s);
 }
 
+/* The allocator's settings: expandable segments map 20 MiB pages into
+ * one growing segment and unmap the free end's pages; max_split_size
+ * stops splitting; roundup_power2_divisions rounds to divisions. */
+static void test_config(void **state)
+{
+    (void)state;
+    struct casim_config c;
+    char why[256];
+    assert_int_equal(casim_config_parse("expandable_segments:True", &c, why, sizeof why), 0);
+    struct casim *s = casim_new(0);
+    casim_configure(s, &c);
+    struct casim_stats st;
+    assert_int_equal(casim_alloc(s, 1, 30 * MiB), 0); /* 2 pages */
+    assert_int_equal(casim_alloc(s, 2, 5 * MiB), 0);  /* in the 10 MiB left */
+    assert_int_equal(casim_alloc(s, 3, 50 * MiB), 0); /* 5 MiB left + 3 pages */
+    casim_stats(s, &st);
+    assert_int_equal(st.reserved, 100 * MiB);
+    assert_int_equal(st.segments, 1);
+    assert_int_equal(casim_check(s), 0);
+    uint64_t a1, a3;
+    casim_block_info(s, 1, &a1, NULL);
+    casim_block_info(s, 3, &a3, NULL);
+    assert_int_equal(a3, a1 + 35 * MiB); /* one contiguous segment */
+    assert_int_equal(casim_release(s, 3), 0);
+    casim_empty_cache(s); /* the free end's whole pages, 40..100 MiB, go */
+    casim_stats(s, &st);
+    assert_int_equal(st.reserved, 40 * MiB);
+    assert_int_equal(casim_check(s), 0);
+    assert_int_equal(casim_release(s, 1), 0);
+    assert_int_equal(casim_release(s, 2), 0);
+    casim_empty_cache(s);
+    casim_stats(s, &st);
+    assert_int_equal(st.reserved, 0);
+    assert_int_equal(casim_check(s), 0);
+    assert_int_equal(casim_alloc(s, 4, 1000), 0); /* small pool: a 2 MiB page */
+    casim_stats(s, &st);
+    assert_int_equal(st.reserved, 2 * MiB);
+    casim_free(s);
+
+    /* max_split_size_mb:64: a 100 MiB cached block is not split for 30 MiB. */
+    assert_int_equal(casim_config_parse("max_split_size_mb:64", &c, why, sizeof why), 0);
+    s = casim_new(0);
+    casim_configure(s, &c);
+    assert_int_equal(casim_alloc(s, 1, 100 * MiB), 0);
+    assert_int_equal(casim_release(s, 1), 0);
+    assert_int_equal(casim_alloc(s, 2, 30 * MiB), 0);
+    casim_stats(s, &st);
+    assert_int_equal(st.reserved, 130 * MiB);
+    assert_int_equal(casim_check(s), 0);
+    casim_free(s);
+
+    /* roundup_power2_divisions:4: 1200 MiB lies in [1024, 2048): steps of
+     * 256 MiB, so 1280 MiB. */
+    assert_int_equal(casim_config_parse("roundup_power2_divisions:4", &c, why, sizeof why), 0);
+    s = casim_new(0);
+    casim_configure(s, &c);
+    assert_int_equal(casim_alloc(s, 1, 1200 * MiB), 0);
+    uint64_t size;
+    casim_block_info(s, 1, NULL, &size);
+    assert_int_equal(size, 1280 * MiB);
+    casim_free(s);
+
+    assert_int_equal(casim_config_parse("backend:cudaMallocAsync", &c, why, sizeof why), -1);
+    assert_non_null(strstr(why, "cudaMallocAsync"));
+    assert_int_equal(casim_config_parse("max_split_size_mb:x", &c, why, sizeof why), -1);
+    assert_int_equal(casim_config_parse(NULL, &c, why, sizeof why), 0);
+    assert_int_equal(c.expandable, 0);
+}
+
 static void test_speed(void **state)
 {
     (void)state;
@@ -769,6 +838,7 @@ int main(void)
         cmocka_unit_test(test_replay_oom),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_seed_segment),
+        cmocka_unit_test(test_config),
         cmocka_unit_test(test_speed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

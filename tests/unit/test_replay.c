@@ -583,6 +583,123 @@ static void test_gpu_layout(void **state)
     replay_trace_release(&t[1]);
 }
 
+/* Two traces of the 3 MiB-a-sample step over `kept` MiB of the model's
+ * own memory, with extra header lines (the same at both sizes, or
+ * extra_b3 for the second), fitted into *m: 0, or -1 with why. */
+static int fit_kept(long kept, const char *extra, const char *extra_b3, struct replay_model *m,
+                    char *why, size_t whylen)
+{
+    struct replay_trace t[2];
+    long batch[2] = { 2, 3 };
+    for (int k = 0; k < 2; k++) {
+        char step[128], head[1024];
+        snprintf(step, sizeof step, "a g %ld 1\nf g %ld 1\n", 3 * MB * batch[k],
+                 3 * MB * batch[k]);
+        snprintf(head, sizeof head, "cuda_reserved %ld\ncuda_allocated %ld\n"
+                 "cuda_outside 500000000\n%s", (kept + 20) * MB, kept * MB,
+                 k && extra_b3 ? extra_b3 : extra);
+        gpu_trace(k ? "k3.txt" : "k2.txt", head, step, step, &t[k]);
+    }
+    int rc = replay_fit(t, batch, 2, m, why, whylen);
+    replay_trace_release(&t[0]);
+    replay_trace_release(&t[1]);
+    return rc;
+}
+
+static int64_t need_expandable(long b, const void *arg)
+{
+    (void)arg;
+    /* One growing segment: the 1000 MiB kept (50 pages of 20 MiB), then
+     * the step's 3b MiB in whole pages of 20 MiB. */
+    int64_t a = 3 * MB * b;
+    return 500000000 + 1000 * MB + (a + 20 * MB - 1) / (20 * MB) * (20 * MB);
+}
+
+static int64_t need_default_1000(long b, const void *arg)
+{
+    (void)arg;
+    return 500000000 + 1000 * MB + seg_for(3 * MB * b);
+}
+
+/* expandable_segments:True maps 20 MiB pages instead of reserving
+ * segments rounded to 2 MiB: under the same card, another boundary. */
+static void test_gpu_expandable(void **state)
+{
+    (void)state;
+    struct replay_model m;
+    char why[512];
+    if (fit_kept(1000, "alloc_conf expandable_segments:True\nbackend native\n", NULL, &m, why,
+                 sizeof why))
+        fail_msg("declined: %s", why);
+    assert_int_equal(m.cfg.expandable, 1);
+    int fits;
+    for (long b = 1; b < 300; b += 7)
+        assert_int_equal(replay_need(&m, b, INT64_MAX / 2, &fits), need_expandable(b, NULL));
+    int64_t cap = 500000000 + 1590 * MB, need;
+    long want = largest(need_expandable, NULL, cap, 4096);
+    assert_int_equal(want, 193);
+    assert_int_equal(replay_predict(&m, 1, 4096, 1, cap, &need), want);
+    replay_model_release(&m);
+    /* The default allocator fits more there: 196. */
+    if (fit_kept(1000, "", NULL, &m, why, sizeof why))
+        fail_msg("declined: %s", why);
+    want = largest(need_default_1000, NULL, cap, 4096);
+    assert_int_equal(want, 196);
+    assert_int_equal(replay_predict(&m, 1, 4096, 1, cap, &need), want);
+    replay_model_release(&m);
+}
+
+/* The self-check: replayed at its recorded size, the model must hold
+ * what the trainer's allocator held after the recorded steps, within one
+ * segment; else the replay declines with the difference. */
+static void test_gpu_self_check(void **state)
+{
+    (void)state;
+    struct replay_model m;
+    char why[512], e2[128], e3[128];
+    /* 1000 MiB + a 20 MiB segment for 6 and 9 MiB: reproduced. */
+    snprintf(e2, sizeof e2, "cuda_reserved_end %ld\n", 1020 * MB);
+    snprintf(e3, sizeof e3, "cuda_reserved_end %ld\n", 1030 * MB);
+    if (fit_kept(1000, e2, e3, &m, why, sizeof why))
+        fail_msg("declined: %s", why);
+    replay_model_release(&m);
+    /* The trainer held 200 MiB more at micro-batch 3 (say, an allocation
+     * the recording missed): declines, saying by how much. */
+    snprintf(e3, sizeof e3, "cuda_reserved_end %ld\n", 1220 * MB);
+    assert_int_equal(fit_kept(1000, e2, e3, &m, why, sizeof why), -1);
+    if (!strstr(why, "does not reproduce") || !strstr(why, "-200.0 MiB"))
+        fail_msg("%s", why);
+    assert_null(m.a);
+}
+
+/* What casim does not model declines, with the reason. */
+static void test_gpu_not_modelled(void **state)
+{
+    (void)state;
+    struct replay_model m;
+    char why[512];
+    assert_int_equal(fit_kept(100, "backend cudaMallocAsync\n", NULL, &m, why, sizeof why), -1);
+    assert_non_null(strstr(why, "cudaMallocAsync"));
+    assert_int_equal(fit_kept(100, "alloc_conf backend:cudaMallocAsync\n", NULL, &m, why,
+                              sizeof why), -1);
+    assert_non_null(strstr(why, "cudaMallocAsync"));
+    assert_int_equal(fit_kept(100, "streams 2\n", NULL, &m, why, sizeof why), -1);
+    assert_non_null(strstr(why, "2 streams"));
+    assert_int_equal(fit_kept(100, "graph_allocs 5\n", NULL, &m, why, sizeof why), -1);
+    assert_non_null(strstr(why, "CUDA graphs"));
+    assert_int_equal(fit_kept(100, "alloc_conf roundup_power2_divisions:[256:1,>:4]\n", NULL, &m,
+                              why, sizeof why), -1);
+    assert_non_null(strstr(why, "not modelled"));
+    /* Modelled settings are read. */
+    if (fit_kept(100, "alloc_conf max_split_size_mb:128,roundup_power2_divisions:4,"
+                 "garbage_collection_threshold:0.6\n", NULL, &m, why, sizeof why))
+        fail_msg("declined: %s", why);
+    assert_int_equal(m.cfg.max_split, 128 * MB);
+    assert_int_equal(m.cfg.roundup_divisions, 4);
+    assert_true(m.cfg.gc_threshold > 0.59 && m.cfg.gc_threshold < 0.61);
+    replay_model_release(&m);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -598,6 +715,9 @@ int main(void)
         cmocka_unit_test(test_gpu_persistent),
         cmocka_unit_test(test_gpu_address_pairs),
         cmocka_unit_test(test_gpu_layout),
+        cmocka_unit_test(test_gpu_expandable),
+        cmocka_unit_test(test_gpu_self_check),
+        cmocka_unit_test(test_gpu_not_modelled),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

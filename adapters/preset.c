@@ -283,9 +283,10 @@ int preset_parse(struct preset *p, const char *text, size_t len, const char *ori
     yaml_node_t *det = node_get(&doc, root, "detect");
     if (node_strings(&doc, node_get(&doc, det, "command"), &p->detect_command, &p->ndetect_command) ||
         node_strings(&doc, node_get(&doc, det, "config_keys"), &p->detect_keys, &p->ndetect_keys) ||
+        node_strings(&doc, node_get(&doc, det, "script"), &p->detect_script, &p->ndetect_script) ||
         node_strings(&doc, node_get(&doc, root, "config_args"), &p->config_args, &p->nconfig_args)) {
-        preset_fail(err, errlen, "%s: detect.command, detect.config_keys and config_args are lists "
-                                 "of strings", origin);
+        preset_fail(err, errlen, "%s: detect.command, detect.config_keys, detect.script and "
+                                 "config_args are lists of strings", origin);
         goto out;
     }
     const char *batch = node_str(node_get(&doc, root, "batch"));
@@ -514,6 +515,7 @@ void preset_release(struct preset *p)
     free(p->summary);
     strings_free(p->detect_command, p->ndetect_command);
     strings_free(p->detect_keys, p->ndetect_keys);
+    strings_free(p->detect_script, p->ndetect_script);
     strings_free(p->config_args, p->nconfig_args);
     for (int i = 0; i < KNOB_COUNT; i++) {
         free(p->knobs[i].where);

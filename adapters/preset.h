@@ -20,8 +20,9 @@
  * the command line or in the environment) and, for output_dir,
  * `root_joined: true` (see struct preset_knob).  Besides knobs a preset has:
  * `name`, `summary`, `detect` (for --preset auto: `command` substrings, any
- * of which must appear in the command, and `config_keys`, all of which
- * must exist in --config), `batch` (a default --batch range in the knob's
+ * of which must appear in the command, `config_keys`, all of which
+ * must exist in --config, and `script`, text any of which in the script
+ * the command runs is evidence that the preset reaches it), `batch` (a default --batch range in the knob's
  * unit), `config_args` (where the command names its config: `--flag`s and
  * `positional:.ext`), and `derived` keys (`{key, product: [...], keep:
  * auto}`: a config value kept equal to the product of knobs and
@@ -106,6 +107,7 @@ struct preset {
     char *name, *summary;
     char **detect_command; size_t ndetect_command;
     char **detect_keys; size_t ndetect_keys;
+    char **detect_script; size_t ndetect_script;
     char **config_args; size_t nconfig_args;
     long batch_min, batch_max, batch_step; /**< 0: no default */
     struct preset_knob knobs[KNOB_COUNT];

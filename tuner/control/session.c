@@ -108,8 +108,9 @@ enum session_status session_open(struct session *s, struct plan *plan, const str
     char err[8192];
     int setup_failed = setup_load(&s->setup, plan, err, sizeof err);
     if (s->setup.auto_picked)
-        tune_view_say(v, TUNE_NOTE, "--preset auto: picked '%s' (%s)", s->setup.preset.name,
-                      s->setup.preset.summary ? s->setup.preset.summary : "");
+        tune_view_say(v, TUNE_NOTE, "--preset auto: picked '%s' (%s): %s", s->setup.preset.name,
+                      s->setup.preset.summary ? s->setup.preset.summary : "",
+                      s->setup.auto_why);
     if (setup_failed)
         return SESSION_FAIL(v, "%s", err);
     if (oom_table_load_default(&s->oom, err, sizeof err))
@@ -396,6 +397,10 @@ int session_answer(struct session *s, const struct tune_run *run, const struct t
     struct choose_notes notes;
     res->best = choose_best(res, &s->space, choose_capacity(&s->gpu, &s->space), plan->headroom,
                             &notes);
+    /* A run stopped on bad input (a knob that does not reach the trainer)
+     * has no answer: its "fits" say nothing about the sizes printed. */
+    if (run->status == AB_EXIT_USAGE)
+        res->best = res->runner_up = -1;
     if (notes.headroom_unchecked)
         tune_view_say(v, TUNE_NOTE, "warning: --headroom could not be checked for every "
                                     "candidate: no memory figures (no NVML, no peak_mem_bytes in "

@@ -28,49 +28,111 @@ static int setup_has_key(const struct cfile *f, const char *key)
     return st == CEDIT_OK || st == CEDIT_NOT_SCALAR;
 }
 
-/* --preset auto: the first built-in preset (in preset.c's order) whose
- * command substrings appear in the command, or all of whose config keys
- * the config has. */
-int setup_detect(const struct plan *plan, char *picked, size_t len)
+/*
+ * The script an interpreter or launcher runs: the first argument ending
+ * in ".py" or ".sh" that can be read, or NULL.  Read for --preset auto's
+ * evidence only (a flag or variable named in its text).
+ */
+static const char *setup_script(char *const *cmd)
 {
-    char err[512];
-    for (const char *const *n = preset_builtin_names(); *n; n++) {
+    for (size_t i = 0; cmd[i]; i++) {
+        size_t n = strlen(cmd[i]);
+        if (n > 3 && (!strcmp(cmd[i] + n - 3, ".py") || !strcmp(cmd[i] + n - 3, ".sh")) &&
+            !access(cmd[i], R_OK))
+            return cmd[i];
+    }
+    return NULL;
+}
+
+/* The first 4 MiB of path, NUL-terminated (malloc'd), or NULL. */
+static char *setup_slurp(const char *path)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return NULL;
+    size_t cap = 4u << 20;
+    char *buf = malloc(cap + 1);
+    size_t n = buf ? fread(buf, 1, cap, f) : 0;
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    return buf;
+}
+
+/* Does the preset's batch knob live in the config file f? */
+static int setup_config_has_batch(const struct preset *p, const struct cfile *f)
+{
+    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
+    return k->via == VIA_CONFIG && k->where && setup_has_key(f, k->where);
+}
+
+/*
+ * --preset auto picks a preset only on evidence, in preset.c's order:
+ * the preset's flag or file named in the command, all of its keys in the
+ * config, its `detect.script` text in the script the command runs (an
+ * option it parses, HfArgumentParser, AUTOBATCH_MICRO_BATCH read from the
+ * environment), or, for "json" and "yaml", --config holding the batch key.
+ * Nothing found: an error naming the options, never a silent guess (a
+ * knob that never reaches the trainer makes every size "fit").
+ */
+int setup_detect(const struct plan *plan, char *picked, size_t len, char *why, size_t whylen,
+                 char *err, size_t errlen)
+{
+    char e[512];
+    const char *script = setup_script(plan->command);
+    char *text = script ? setup_slurp(script) : NULL;
+    int found = 0;
+    for (const char *const *n = preset_builtin_names(); *n && !found; n++) {
         struct preset p = PRESET_INIT;
-        if (preset_load(&p, *n, err, sizeof err)) {
+        if (preset_load(&p, *n, e, sizeof e)) {
             preset_release(&p);
             continue;
         }
-        int hit = 0;
-        for (size_t i = 0; i < p.ndetect_command && !hit; i++)
-            for (size_t a = 0; plan->command[a] && !hit; a++)
-                hit = strstr(plan->command[a], p.detect_command[i]) != NULL;
+        for (size_t i = 0; i < p.ndetect_command && !found; i++)
+            for (size_t a = 0; plan->command[a] && !found; a++)
+                if (strstr(plan->command[a], p.detect_command[i])) {
+                    found = 1;
+                    snprintf(why, whylen, "the command names '%s'", p.detect_command[i]);
+                }
         const char *cpath = plan->config_path ? plan->config_path
                                               : inject_find_config(&p, plan->command);
         if (!cpath && p.config_fixed && !access(p.config_fixed, R_OK))
             cpath = p.config_fixed; /* read from the working directory (Orpheus) */
         struct cfile f = CFILE_INIT;
-        if (!hit && p.ndetect_keys && cpath && !cfile_load(&f, cpath, err, sizeof err)) {
-            hit = 1;
-            for (size_t i = 0; i < p.ndetect_keys && hit; i++)
-                hit = setup_has_key(&f, p.detect_keys[i]);
+        int have_f = cpath && !cfile_load(&f, cpath, e, sizeof e);
+        if (!found && p.ndetect_keys && have_f) {
+            found = 1;
+            for (size_t i = 0; i < p.ndetect_keys && found; i++)
+                found = setup_has_key(&f, p.detect_keys[i]);
+            if (found)
+                snprintf(why, whylen, "'%s' has its keys (%s, ...)", cpath, p.detect_keys[0]);
+        }
+        for (size_t i = 0; i < p.ndetect_script && !found && text; i++)
+            if (strstr(text, p.detect_script[i])) {
+                found = 1;
+                snprintf(why, whylen, "the script '%s' names '%s'", script, p.detect_script[i]);
+            }
+        if (!found && (!strcmp(*n, "json") || !strcmp(*n, "yaml")) && have_f &&
+            (f.format == CFILE_JSON) == !strcmp(*n, "json") && setup_config_has_batch(&p, &f)) {
+            found = 1;
+            snprintf(why, whylen, "'%s' holds '%s'", cpath, p.knobs[KNOB_MICRO_BATCH].where);
         }
         cfile_release(&f);
         preset_release(&p);
-        if (hit) {
+        if (found)
             snprintf(picked, len, "%s", *n);
-            return 0;
-        }
     }
-    /* Nothing specific: a config file's format, else the environment. */
-    const char *fallback = "env";
-    if (plan->config_path) {
-        struct cfile f = CFILE_INIT;
-        if (!cfile_load(&f, plan->config_path, err, sizeof err))
-            fallback = f.format == CFILE_JSON ? "json" : "yaml";
-        cfile_release(&f);
-    }
-    snprintf(picked, len, "%s", fallback);
-    return 0;
+    free(text);
+    if (found)
+        return 0;
+    errbuf_set(err, errlen,
+               "--preset auto: cannot tell how the command takes its batch size (no preset's "
+               "flag or file in the command, its keys in %s, or its flag or AUTOBATCH_MICRO_BATCH "
+               "in %s%s%s); name one with --preset (hf, hydra, json, yaml, env, or a framework's: "
+               "see autobatch --help) or say where it lives with --knob micro_batch=WHERE",
+               plan->config_path ? plan->config_path : "a config", script ? "'" : "",
+               script ? script : "a script", script ? "'" : "");
+    return -1;
 }
 
 /* A Hydra override's value in the command (`key=`, `+key=`, `++key=`; the
@@ -203,7 +265,9 @@ int setup_load(struct setup *s, struct plan *plan, char *err, size_t errlen)
     char e[512], picked[64];
     const char *name = plan->preset_name;
     if (!strcmp(name, "auto")) {
-        setup_detect(plan, picked, sizeof picked);
+        if (setup_detect(plan, picked, sizeof picked, s->auto_why, sizeof s->auto_why, err,
+                         errlen))
+            return -1;
         name = picked;
     }
     if (preset_load(&s->preset, name, e, sizeof e)) {

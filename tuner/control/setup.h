@@ -44,6 +44,7 @@ struct setup {
     const char *unit;          /**< the batch knob's unit */
     char unit_buf[32];         /**< the unit, when the preset reads it from a setting */
     int auto_picked;           /**< --preset auto chose preset.name */
+    char auto_why[512];        /**< ... on this evidence */
 };
 #define SETUP_INIT { .preset = PRESET_INIT, .config = CFILE_INIT, .accel = CFILE_INIT }
 
@@ -57,12 +58,16 @@ int setup_load(struct setup *s, struct plan *plan, char *err, size_t errlen);
 void setup_release(struct setup *s);
 
 /**
- * --preset auto: the first built-in preset (in preset.c's order) whose
- * command substrings appear in the command, or all of whose config keys
- * the config has; else "json"/"yaml" by --config's format, else "env".
- * Writes the name to picked.  Returns 0.
+ * --preset auto: the first built-in preset (in preset.c's order) with
+ * evidence that it reaches the batch: its command substrings in the
+ * command, all of its config keys in the config, its flag in the text of
+ * the script the command runs; "json"/"yaml" when --config holds their
+ * batch key; "env" when the script reads AUTOBATCH_MICRO_BATCH.  Writes
+ * the name to picked and the evidence to why.  Returns 0, or -1 with the
+ * error (nothing found: the user must name one).
  */
-int setup_detect(const struct plan *plan, char *picked, size_t len);
+int setup_detect(const struct plan *plan, char *picked, size_t len, char *why, size_t whylen,
+                 char *err, size_t errlen);
 
 /**
  * A Hydra override's value in cmd (`key=`, `+key=`, `++key=`; the last

@@ -58,22 +58,16 @@ static void tune_show_crash(const struct tune_run *r, const struct trial_result 
 #define TUNE_RECORD_STEPS 6
 
 /*
- * The environment of a --replay trial.  Every trial reports its VmPeak.
- * On CPU under --trial-memory-limit, glibc's malloc gets a fixed mmap
- * threshold and one arena, so that a freed large block leaves the address
- * space at once, as freed memory returns to a GPU's caching allocator:
- * the address space then follows the live bytes the replay model
- * predicts (measured: within 0.1% at 8 to 32 times the recorded sizes).
- * A user's own MALLOC_* settings are kept.  A recording trial gets the
- * trace directory.  Returns 0, or -1 (ENOMEM).
+ * The environment of a --replay trial: autobatch's own variables only.
+ * Every trial reports its VmPeak; a recording trial gets the trace
+ * directory.  Nothing that changes memory behaviour is added (DESIGN.md
+ * 2.2): a replay measured under another allocator setting (one malloc
+ * arena, a fixed mmap threshold) predicts a boundary the user's own run
+ * does not have.  Returns 0, or -1 (ENOMEM).
  */
-static int tune_replay_env(struct strvec *env, int cpu, const char *record_dir)
+static int tune_replay_env(struct strvec *env, const char *record_dir)
 {
     int rc = strvec_pushf(env, "AUTOBATCH_VMPEAK=1");
-    if (cpu && !getenv("MALLOC_MMAP_THRESHOLD_"))
-        rc |= strvec_pushf(env, "MALLOC_MMAP_THRESHOLD_=65536");
-    if (cpu && !getenv("MALLOC_ARENA_MAX"))
-        rc |= strvec_pushf(env, "MALLOC_ARENA_MAX=1");
     if (record_dir)
         rc |= strvec_pushf(env, "AUTOBATCH_RECORD=%s", record_dir) |
               strvec_pushf(env, "AUTOBATCH_RECORD_AFTER=2");
@@ -150,6 +144,82 @@ static void tune_explain_mismatch(const struct tune_run *r, const struct trial_r
              tr->loader_batch, value, p->name, via[k->via], k->where ? k->where : "");
 }
 
+/*
+ * Without the probe's view of the batch, the outside view: a knob that
+ * reaches the trainer changes its memory or its time per step.  A fit at
+ * 4 or more times another fitting size of its cell with the same peak
+ * (within 2% or 8 MiB; not compared when either is unknown) and the same
+ * time per step (within three times their spreads plus 10%), in a cell
+ * where nothing failed, says that the knob did not reach it: every size
+ * would "fit" and the speed would be a product of the size printed, not
+ * of the batch trained.  t is compared with the cell's smallest and
+ * largest other fits.  Returns the trial so matched, or NULL.
+ */
+/* Do fits a (smaller) and b look alike, as tune_knob_unseen() says? */
+static int tune_same_fit(const struct results_trial *a, const struct results_trial *b)
+{
+    int64_t pa = a->peak_vm_bytes > 0 ? a->peak_vm_bytes : a->peak_mem_bytes;
+    int64_t pb = b->peak_vm_bytes > 0 ? b->peak_vm_bytes : b->peak_mem_bytes;
+    int peaks = pa > 0 && pb > 0;
+    if (b->micro_batch < 4 * a->micro_batch)
+        return 0;
+    if (peaks) {
+        double d = (double)(pb > pa ? pb - pa : pa - pb), tol = 0.02 * (double)pa;
+        if (d > (tol > 8.0 * 1048576 ? tol : 8.0 * 1048576))
+            return 0;
+    }
+    double ma = a->step_time_mad_s > 0 ? a->step_time_mad_s : 0;
+    double mb = b->step_time_mad_s > 0 ? b->step_time_mad_s : 0;
+    double dt = b->step_time_s - a->step_time_s;
+    if (dt < 0)
+        dt = -dt;
+    return dt <= 3 * (ma + mb) + 0.10 * a->step_time_s;
+}
+
+static const struct results_trial *tune_knob_unseen(const struct tune_run *r,
+                                                    const struct results_trial *t)
+{
+    if (t->outcome != TRIAL_FIT || t->step_time_s <= 0 || t->loader_batch > 0)
+        return NULL;
+    const struct results_trial *lo = NULL, *hi = NULL;
+    for (size_t i = 0; i < r->res->ntrials; i++) {
+        const struct results_trial *u = &r->res->trials[i];
+        if (u == t || u->grad_accum != t->grad_accum || u->checkpointing != t->checkpointing)
+            continue;
+        if (u->outcome != TRIAL_FIT && u->outcome != TRIAL_INTERRUPTED)
+            return NULL; /* a size failed: the knob reaches something */
+        if (u->outcome != TRIAL_FIT || u->step_time_s <= 0)
+            continue;
+        if (u->micro_batch < t->micro_batch && (!lo || u->micro_batch < lo->micro_batch))
+            lo = u;
+        if (u->micro_batch > t->micro_batch && (!hi || u->micro_batch > hi->micro_batch))
+            hi = u;
+    }
+    if (lo && tune_same_fit(lo, t))
+        return lo;
+    if (hi && tune_same_fit(t, hi))
+        return hi;
+    return NULL;
+}
+
+/* Say that the batch knob did not reach the trainer, and how to fix it. */
+static void tune_explain_unseen(const struct tune_run *r, const struct results_trial *a,
+                                const struct results_trial *b)
+{
+    const struct results_trial *small = a->micro_batch < b->micro_batch ? a : b;
+    const struct results_trial *t = small == a ? b : a;
+    const struct preset *p = &r->setup->preset;
+    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
+    static const char *const via[] = { "nothing", "flag", "Hydra override", "config key",
+                                       "accelerate config key", "environment variable" };
+    tune_say(r, TUNE_ERROR, "micro_batch=%ld and micro_batch=%ld ran with the same memory and "
+                            "the same time per step (%.3gs, %.3gs): the batch knob (preset '%s', "
+                            "%s '%s') does not reach the trainer; say where it reads its batch "
+                            "size with --knob micro_batch=WHERE or pick another --preset",
+             small->micro_batch, t->micro_batch, small->step_time_s, t->step_time_s, p->name,
+             via[k->via], k->where ? k->where : "");
+}
+
 /* Each tick of a trial here: sample the GPU, then the view's tick (the
  * command line moves its queued output along and its clock). */
 static void tune_tick(void *ctx)
@@ -218,6 +288,62 @@ static int tune_job_env(const struct tune_run *r, struct tune_job *j)
     return rc ? -1 : 0;
 }
 
+/* Why a trial has a variable the user's environment does not. */
+static const char *tune_env_why(const char *name, size_t len)
+{
+    static const struct { const char *name, *why; } known[] = {
+        { "PYTHONPATH", "the in-process probe's directory, prepended (reads, changes nothing)" },
+        { "LD_PRELOAD", "--emulate-gpu-memory's library, prepended" },
+        { "CUDA_VISIBLE_DEVICES", "the trial's --gpus slot" },
+        { "CUDA_DEVICE_ORDER", "the trial's --gpus slot, numbered as nvidia-smi does" },
+    };
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (strlen(known[i].name) == len && !strncmp(known[i].name, name, len))
+            return known[i].why;
+    return "set by autobatch";
+}
+
+/*
+ * Keep, once, what the first trial ran with beyond the user's
+ * environment: every variable that is new or changed, less autobatch's
+ * own AUTOBATCH_* and the preset's environment knobs (DESIGN.md 2.2).
+ * Nothing is done when it cannot be kept (out of memory): the results
+ * then list no variable, as before.
+ */
+static void tune_note_env(struct tune_run *r, const struct strvec *env)
+{
+    if (r->res->trial_env)
+        return;
+    const struct preset *p = &r->setup->preset;
+    char **vars = calloc(env->n + 1, sizeof *vars);
+    const char **why = calloc(env->n + 1, sizeof *why);
+    size_t n = 0;
+    for (size_t i = 0; vars && why && i < env->n; i++) {
+        const char *v = env->v[i], *eq = strchr(v, '=');
+        if (!eq || !strncmp(v, "AUTOBATCH_", 10))
+            continue;
+        size_t len = (size_t)(eq - v);
+        int knob = 0;
+        for (int k = 0; k < KNOB_COUNT && !knob; k++)
+            knob = p->knobs[k].via == VIA_ENV && p->knobs[k].where &&
+                   strlen(p->knobs[k].where) == len && !strncmp(p->knobs[k].where, v, len);
+        char name[256];
+        if (knob || len >= sizeof name)
+            continue;
+        memcpy(name, v, len);
+        name[len] = '\0';
+        const char *mine = getenv(name);
+        if (mine && !strcmp(mine, eq + 1))
+            continue;
+        vars[n] = (char *)v;
+        why[n++] = tune_env_why(v, len);
+    }
+    if (vars && why)
+        (void)results_trial_env(r->res, vars, why, n);
+    free(vars);
+    free(why);
+}
+
 /*
  * Build trial j for (ci, value): its directory, its command and
  * environment, its options.  Returns 0; 1 when the budget is spent (no
@@ -278,7 +404,11 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
         r->status = AB_EXIT_USAGE;
         return -1;
     }
-    if ((plan->replay && tune_replay_env(&j->t.env, r->replay_cpu, j->recording ? j->recdir : NULL)) ||
+    /* Under --trial-memory-limit the address space is the memory that
+     * runs out: its peak is the trial's peak (the probe reads VmPeak). */
+    if ((plan->replay && tune_replay_env(&j->t.env, j->recording ? j->recdir : NULL)) ||
+        (!plan->replay && plan->trial_mem_limit > 0 &&
+         strvec_pushf(&j->t.env, "AUTOBATCH_VMPEAK=1")) ||
         tune_job_env(r, j)) {
         tune_say(r, TUNE_ERROR, "out of memory");
         inject_trial_release(&j->t);
@@ -286,6 +416,7 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
         r->status = AB_EXIT_USAGE;
         return -1;
     }
+    tune_note_env(r, &j->t.env);
     /* The budget caps the trial too; a trial cut by the budget says
      * nothing about memory and is not recorded in the search. */
     double ttl = plan->trial_timeout_s;
@@ -426,6 +557,13 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     }
     if (tr->outcome == TRIAL_MISMATCH) {
         tune_explain_mismatch(r, tr, value);
+        r->status = AB_EXIT_USAGE;
+        return 1;
+    }
+    const struct results_trial *same = tune_knob_unseen(r, &rt);
+    if (same) {
+        tune_explain_unseen(r, same, &rt);
+        r->knob_unseen = 1;
         r->status = AB_EXIT_USAGE;
         return 1;
     }

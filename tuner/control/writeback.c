@@ -9,6 +9,7 @@
  * order (writeback.h).
  */
 #include <stdarg.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,18 @@ int writeback_choice(const struct plan *plan, struct setup *s, struct inject_ctx
     }
     if (*line)
         wb_say(o, "run with:%s", line);
+    /* Whatever else the trials had (the probe's PYTHONPATH, a --gpus
+     * slot's devices), on one line: the values are in the results. */
+    char also[1024] = "";
+    for (size_t i = 0; i < json_array_size(res->trial_env); i++) {
+        const json_t *v = json_array_get(res->trial_env, i);
+        size_t used = strlen(also);
+        snprintf(also + used, sizeof also - used, "%s%s (%s)", i ? "; " : "",
+                 json_string_value(json_object_get(v, "name")),
+                 json_string_value(json_object_get(v, "why")));
+    }
+    if (*also)
+        wb_say(o, "trials also had: %s", also);
     if (!nomem) /* out of memory: the results file goes without "run_with" */
         (void)results_run_with(res, argv.v, env.v);
     strvec_release(&argv);

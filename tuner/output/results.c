@@ -54,6 +54,7 @@ void results_release(struct results *r)
     free(r->gpus);
     json_decref(r->replay);
     json_decref(r->run_with);
+    json_decref(r->trial_env);
     struct results zero = RESULTS_INIT;
     *r = zero;
 }
@@ -79,6 +80,26 @@ int results_run_with(struct results *r, char *const *argv, char *const *env)
     }
     json_decref(r->run_with);
     r->run_with = o;
+    return 0;
+}
+
+int results_trial_env(struct results *r, char *const *vars, const char *const *why, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        const char *eq = strchr(vars[i], '=');
+        json_t *o = eq ? json_pack("{s:s%, s:s, s:s}", "name", vars[i], (size_t)(eq - vars[i]),
+                                   "value", eq + 1, "why", why[i])
+                       : NULL;
+        if (!o || json_array_append_new(a, o)) {
+            json_decref(a);
+            return -1;
+        }
+    }
+    if (!a)
+        return -1;
+    json_decref(r->trial_env);
+    r->trial_env = a;
     return 0;
 }
 
@@ -498,6 +519,8 @@ json_t *results_to_json(const struct results *r)
         json_object_set_new(doc, "choice", results_choice(r));
         if (r->run_with)
             json_object_set_new(doc, "run_with", json_incref(r->run_with));
+        json_object_set_new(doc, "trial_env",
+                            r->trial_env ? json_incref(r->trial_env) : json_array());
     }
     return doc;
 }

@@ -116,6 +116,8 @@ struct results {
     const char *teardown;    /**< "pid-namespace" or "process-tree" (static), or NULL */
     struct json_t *replay;   /**< --replay's predictions (guide_json; owned), or NULL */
     struct json_t *run_with; /**< how to use the choice (results_run_with(); owned), or NULL */
+    struct json_t *trial_env; /**< what trials ran with beyond the user's environment
+                                   (results_trial_env(); owned), or NULL */
     long best;               /**< index into trials, -1 when nothing chosen */
     long runner_up;          /**< the fastest other candidate, -1 none (results_init sets it) */
     double wall_s;
@@ -141,6 +143,16 @@ int results_add_contradiction(struct results *r, const struct results_contradict
  * Returns 0 or -1 (ENOMEM; nothing recorded).
  */
 int results_run_with(struct results *r, char *const *argv, char *const *env);
+
+/**
+ * Record the variables a trial ran with that the user's environment does
+ * not have (or has with another value), besides autobatch's own
+ * AUTOBATCH_* and the preset's knobs: names[i] "NAME=value", why[i] the
+ * reason (static text), n entries.  The results file's "trial_env" lists
+ * them, so that a reader can tell what else a trial saw (DESIGN.md 2.2).
+ * Returns 0 or -1 (ENOMEM; nothing recorded).
+ */
+int results_trial_env(struct results *r, char *const *vars, const char *const *why, size_t n);
 
 /**
  * Add a config file the choice is written into to "run_with" (after

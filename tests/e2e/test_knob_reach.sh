@@ -35,6 +35,11 @@ refused_after_trials "env, probe" "$WORK/env.json" --preset env "${COMMON[@]}" -
 refused_after_trials "auto, probe" "$WORK/auto.json" --preset auto "${COMMON[@]}" --json "$WORK/auto.json" \
   -- "$PY" "$T"
 grep -q "picked 'hf'" "$WORK/out" || fail "auto: did not say it picked hf: $(head -3 "$WORK/out")"
+for j in hf env auto; do # the probe's view decides after two sizes, not the top of the range
+  [ "$(jq '.trials | length' "$WORK/$j.json")" -le 2 ] || fail "$j: more than two trials"
+  [ "$(jq '[.trials[].batch_seen] | unique' -c "$WORK/$j.json")" = "[8]" ] \
+    || fail "$j: batch_seen is not the 8 the model got"
+done
 
 # Without the probe: steps from $AUTOBATCH_REPORT, the outside check.
 refused_after_trials "hf, no probe" "$WORK/np.json" --preset hf "${COMMON[@]}" --no-probe \

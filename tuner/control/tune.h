@@ -130,6 +130,7 @@ struct tune_run {
     long id;
     int status, budget_hit, crashed, timeouts, no_steps;
     int noted_world, noted_probe, noted_probe_error;
+    int noted_seen;              /**< said once that the model got another batch size */
     int knob_unseen;             /**< the batch knob showed no effect: exit 2, no choice */
     const struct tune_slot *slots; /**< NULL: no --gpus */
     size_t nslots;

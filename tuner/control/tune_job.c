@@ -129,19 +129,21 @@ static void tune_explain_no_steps(const struct tune_run *r, const struct trial_r
                            "(progress.line)");
 }
 
+/* How a preset's knob reaches the command, by enum knob_via. */
+static const char *const tune_via[] = { "nothing", "flag", "Hydra override", "config key",
+                                        "accelerate config key", "environment variable" };
+
 /* The probe saw the trainer's DataLoader use another batch size. */
 static void tune_explain_mismatch(const struct tune_run *r, const struct trial_result *tr,
                                   long value)
 {
     const struct preset *p = &r->setup->preset;
     const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
-    static const char *const via[] = { "nothing", "flag", "Hydra override", "config key",
-                                       "accelerate config key", "environment variable" };
     tune_say(r, TUNE_ERROR, "the trainer's DataLoader uses batch_size=%ld where autobatch passed "
                             "micro_batch=%ld (preset '%s', %s '%s'): that knob does not reach "
                             "the trainer; say where it reads its batch size with --knob "
                             "micro_batch=WHERE or pick another --preset",
-             tr->loader_batch, value, p->name, via[k->via], k->where ? k->where : "");
+             tr->loader_batch, value, p->name, tune_via[k->via], k->where ? k->where : "");
 }
 
 /*
@@ -179,7 +181,8 @@ static int tune_same_fit(const struct results_trial *a, const struct results_tri
 static const struct results_trial *tune_knob_unseen(const struct tune_run *r,
                                                     const struct results_trial *t)
 {
-    if (t->outcome != TRIAL_FIT || t->step_time_s <= 0 || t->loader_batch > 0)
+    if (t->outcome != TRIAL_FIT || t->step_time_s <= 0 || t->loader_batch > 0 ||
+        t->batch_seen > 0)
         return NULL;
     const struct results_trial *lo = NULL, *hi = NULL;
     for (size_t i = 0; i < r->res->ntrials; i++) {
@@ -202,6 +205,41 @@ static const struct results_trial *tune_knob_unseen(const struct tune_run *r,
     return NULL;
 }
 
+/*
+ * The probe's view: two sizes of one cell at least 1.5 times apart whose
+ * model got the same batch (the leading dimension and the element count
+ * of its first input, the latter within 1%), neither the size passed,
+ * show that the knob does not reach the trainer.  One trial alone is not
+ * enough: a model whose first input is sequence-first has another
+ * leading dimension that still grows with the batch.  Returns the other
+ * trial so matched, or NULL.
+ */
+static const struct results_trial *tune_batch_unseen(const struct tune_run *r,
+                                                     const struct results_trial *t)
+{
+    if (t->outcome != TRIAL_FIT || t->batch_seen <= 0 || t->batch_seen == t->micro_batch ||
+        strcmp(r->setup->unit, "samples"))
+        return NULL;
+    for (size_t i = 0; i < r->res->ntrials; i++) {
+        const struct results_trial *u = &r->res->trials[i];
+        if (u->id == t->id || u->outcome != TRIAL_FIT || u->grad_accum != t->grad_accum ||
+            u->checkpointing != t->checkpointing || u->batch_seen != t->batch_seen ||
+            u->batch_seen == u->micro_batch)
+            continue;
+        long lo = u->micro_batch < t->micro_batch ? u->micro_batch : t->micro_batch;
+        long hi = u->micro_batch < t->micro_batch ? t->micro_batch : u->micro_batch;
+        if (2 * hi < 3 * lo)
+            continue;
+        if (u->elems_max > 0 && t->elems_max > 0) {
+            double d = (double)(u->elems_max - t->elems_max);
+            if ((d < 0 ? -d : d) > 0.01 * (double)u->elems_max)
+                continue;
+        }
+        return u;
+    }
+    return NULL;
+}
+
 /* Say that the batch knob did not reach the trainer, and how to fix it. */
 static void tune_explain_unseen(const struct tune_run *r, const struct results_trial *a,
                                 const struct results_trial *b)
@@ -210,14 +248,27 @@ static void tune_explain_unseen(const struct tune_run *r, const struct results_t
     const struct results_trial *t = small == a ? b : a;
     const struct preset *p = &r->setup->preset;
     const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
-    static const char *const via[] = { "nothing", "flag", "Hydra override", "config key",
-                                       "accelerate config key", "environment variable" };
     tune_say(r, TUNE_ERROR, "micro_batch=%ld and micro_batch=%ld ran with the same memory and "
                             "the same time per step (%.3gs, %.3gs): the batch knob (preset '%s', "
                             "%s '%s') does not reach the trainer; say where it reads its batch "
                             "size with --knob micro_batch=WHERE or pick another --preset",
              small->micro_batch, t->micro_batch, small->step_time_s, t->step_time_s, p->name,
-             via[k->via], k->where ? k->where : "");
+             tune_via[k->via], k->where ? k->where : "");
+}
+
+/* Say that the model got the same batch at two sizes. */
+static void tune_explain_seen(const struct tune_run *r, const struct results_trial *a,
+                              const struct results_trial *b)
+{
+    const struct preset *p = &r->setup->preset;
+    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
+    tune_say(r, TUNE_ERROR, "the model got batches of %ld at micro_batch=%ld and at "
+                            "micro_batch=%ld (the in-process probe saw its first input): the "
+                            "batch knob (preset '%s', %s '%s') does not reach the trainer; say "
+                            "where it reads its batch size with --knob micro_batch=WHERE or pick "
+                            "another --preset",
+             b->batch_seen, a->micro_batch, b->micro_batch, p->name, tune_via[k->via],
+             k->where ? k->where : "");
 }
 
 /* Each tick of a trial here: sample the GPU, then the view's tick (the
@@ -480,6 +531,22 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     int per_micro = tr->steps_from == STEPS_FROM_LOG &&
                     setup->preset.progress.step == STEP_IS_MICRO_BATCH;
     double samples = (double)value * (double)(per_micro ? 1 : cell->grad_accum) * (double)world;
+    /* What the model got, when the probe saw it: samples/s counts the
+     * batches trained, not the size passed (a knob that never reached
+     * the trainer is caught below, across two sizes). */
+    int in_samples = !strcmp(setup->unit, "samples");
+    if (in_samples && tr->batch_seen > 0) {
+        double got = per_micro ? (double)tr->batch_seen
+                   : tr->probe_seen_per_step > 0 ? (double)tr->probe_seen_per_step
+                   : (double)tr->batch_seen * (double)cell->grad_accum;
+        samples = got * (double)world;
+        if (tr->batch_seen != value && !r->noted_seen) {
+            r->noted_seen = 1;
+            tune_say(r, TUNE_NOTE, "micro_batch=%ld: the model got batches of %ld samples "
+                                   "(the leading dimension of its first input); samples/s counts "
+                                   "what it got", value, tr->batch_seen);
+        }
+    }
     if (tr->probe_world > 0 && tr->probe_world != plan->world_size && !r->noted_world) {
         r->noted_world = 1;
         tune_say(r, TUNE_NOTE, "the trainer runs with world size %ld, not --world-size %ld: "
@@ -534,6 +601,7 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         snprintf(rt.devices, sizeof rt.devices, "%s", j->slot->devices);
     if (!r->res->teardown)
         r->res->teardown = trial_isolated_name(tr->isolation);
+    results_trial_seen(&rt, tr);
     snprintf(rt.probe_torch, sizeof rt.probe_torch, "%s", tr->probe_torch);
     snprintf(rt.probe_hook, sizeof rt.probe_hook, "%s", tr->probe_hook);
     results_add_trial(r->res, &rt);
@@ -557,6 +625,13 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     }
     if (tr->outcome == TRIAL_MISMATCH) {
         tune_explain_mismatch(r, tr, value);
+        r->status = AB_EXIT_USAGE;
+        return 1;
+    }
+    const struct results_trial *got = tune_batch_unseen(r, &rt);
+    if (got) {
+        tune_explain_seen(r, got, &rt);
+        r->knob_unseen = 1;
         r->status = AB_EXIT_USAGE;
         return 1;
     }

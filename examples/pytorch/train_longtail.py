@@ -45,7 +45,7 @@ def parse_args(argv):
     p.add_argument("--short", type=int, default=16)
     p.add_argument("--long", type=int, default=256)
     p.add_argument("--long_count", type=int, default=8)
-    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--dim", type=int, default=16)
     p.add_argument("--hidden", type=int, default=2048)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--workers", type=int, default=0, help="DataLoader worker processes")

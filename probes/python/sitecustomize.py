@@ -52,7 +52,7 @@
 #       size), "scan" (no length signal, or AUTOBATCH_WORST_CASE=scan: the
 #       loader's own batches were taken for at most
 #       AUTOBATCH_WORST_CASE_SCAN seconds (default 30), or until
-#       AUTOBATCH_WORST_CASE_HOLD MB (default 128) of them were held, and
+#       AUTOBATCH_WORST_CASE_HOLD MB (default 64) of them were held, and
 #       are yielded again, the largest first, then the loader goes on; a
 #       batch's size is its tensors' total elements; G is null), "off"
 #       (disabled: nothing reordered, the numbers are null or 0) or
@@ -143,7 +143,7 @@ class _Probe(object):
         # The worst case first
         self.worst_mode = "auto"
         self.worst_scan_s = 30.0
-        self.worst_hold = 128 << 20
+        self.worst_hold = 64 << 20
         self.worst_first = None  # batches moved to the front; None: 2 x accumulation
 
     # ------------------------------------------------------------ output

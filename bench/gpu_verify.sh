@@ -33,9 +33,13 @@
 # gpu-verify-<gpu>-<date>.txt and gpu-verify-work/ (logs, results JSON,
 # traces, records.jsonl); AUTOBATCH (default build-gpu/autobatch, else
 # build/autobatch; built with cmake when neither exists); PY (python3, or
-# /usr/bin/python3 with --dry); GV_LIMIT_S; GV_BUDGET_GIB (16).
+# /usr/bin/python3 with --dry); GV_LIMIT_S; GV_BUDGET_GIB (16); GV_ONLY
+# ("gpt:default conv:expandable": only those); GV_PY_SCRIPT and GV_NAME
+# (bench/gpu_seeds.sh runs bench/gpu_seeds.py through this script).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+script=${GV_PY_SCRIPT:-bench/gpu_verify.py}
+name=${GV_NAME:-gpu-verify}
 dry=0
 [ "${1:-}" = "--dry" ] && dry=1
 out=${OUT:-bench/results}
@@ -53,13 +57,13 @@ else
         tr 'A-Z' 'a-z' | grep -o -E '[a-z]?[0-9]{2,4}[a-z]*' | head -1)
   tag=${tag:-gpu}
 fi
-results="$out/gpu-verify-$tag-$(date -u +%Y%m%d-%H%M%S).txt"
-work="$out/gpu-verify-work"
-[ $dry = 1 ] && work="$out/gpu-verify-work-dry"
+results="$out/$name-$tag-$(date -u +%Y%m%d-%H%M%S).txt"
+work="$out/$name-work"
+[ $dry = 1 ] && work="$out/$name-work-dry"
 mkdir -p "$work"
 say() { echo "$*" | tee -a "$results"; }
 
-say "bench/gpu_verify.sh$([ $dry = 1 ] && echo ' --dry') on $(hostname) at $(date -u +%FT%TZ)"
+say "bench/${name//-/_}.sh$([ $dry = 1 ] && echo ' --dry') on $(hostname) at $(date -u +%FT%TZ)"
 say "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git status --porcelain 2>/dev/null | grep -q . && echo ' + uncommitted changes')"
 if [ $dry = 0 ]; then
   if command -v nvidia-smi >/dev/null; then
@@ -106,7 +110,7 @@ args=(run --results "$results" --work "$work" --python "$py" --limit-s "$left"
 [ -n "$ab" ] && args+=(--autobatch "$ab")
 [ -n "$emu" ] && args+=(--gpuemu "$emu")
 [ $dry = 1 ] && args+=(--dry --search-budget-s 45 --plain-budget-s 40)
-"$py" bench/gpu_verify.py "${args[@]}"
+"$py" "$script" "${args[@]}"
 rc=$?
 echo "results: $results"
 exit $rc

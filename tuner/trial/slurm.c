@@ -152,8 +152,13 @@ static int slurm_keep_out(const char *kv)
 /* The task script: the trial's directory, environment and command, and a
  * watchdog that ends it when autobatch's heartbeat stops: the file not
  * touched for the limit, or gone (a later autobatch swept the directory
- * of a killed run). */
-static int slurm_write_task(const struct slurm_task *t, const char *path, const char *beat)
+ * of a killed run).  The command's output goes through the stamper
+ * (`self __slurm-follow --stamp - -`, slurm_stamp) when the node sees
+ * the same autobatch binary, so the follower can hand each line on at
+ * the time the task wrote it; the script waits (bounded) for the stamper
+ * to write the last of it before the task ends. */
+static int slurm_write_task(const struct slurm_task *t, const char *path, const char *beat,
+                            const char *self)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -175,12 +180,17 @@ static int slurm_write_task(const struct slurm_task *t, const char *path, const 
         strvec_shell_word(f, t->envp[i]);
         fputc('\n', f);
     }
+    fputs("stamp=", f);
+    strvec_shell_word(f, self ? self : "");
+    fputs("\nsp=\nif [ -n \"$stamp\" ] && [ -x \"$stamp\" ] && "
+          "exec 3> >(exec \"$stamp\" __slurm-follow --stamp - -); then\n"
+          "  sp=$!\nelse\n  exec 3>&1\nfi\n", f);
     fputs("setsid", f);
     for (size_t i = 0; i < t->argv->n; i++) {
         fputc(' ', f);
         strvec_shell_word(f, t->argv->v[i]);
     }
-    fputs(" &\npid=$!\n", f);
+    fputs(" >&3 2>&3 &\npid=$!\nexec 3>&-\n", f);
     fputs("trap 'kill -TERM -- -$pid 2>/dev/null' TERM INT\nbeat=", f);
     strvec_shell_word(f, beat);
     fprintf(f, "\nwhile kill -0 \"$pid\" 2>/dev/null; do\n"
@@ -192,7 +202,12 @@ static int slurm_write_task(const struct slurm_task *t, const char *path, const 
                "  fi\n"
                "  sleep 1\n"
                "done\n"
-               "wait \"$pid\"\n", limit, limit);
+               "wait \"$pid\"\n"
+               "rc=$?\n"
+               "if [ -n \"$sp\" ]; then\n"
+               "  for _ in $(seq 50); do kill -0 \"$sp\" 2>/dev/null || break; sleep 0.1; done\n"
+               "fi\n"
+               "exit $rc\n", limit, limit);
     return fclose(f) ? -1 : 0;
 }
 
@@ -206,7 +221,7 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
         int fd = open(beat, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
         if (fd >= 0)
             close(fd);
-        if (fd < 0 || slurm_write_task(&tasks[i], script, beat)) {
+        if (fd < 0 || slurm_write_task(&tasks[i], script, beat, self)) {
             errbuf_set(err, errlen, "cannot write the task script '%s': %s", script, strerror(errno));
             return -1;
         }
@@ -314,26 +329,203 @@ static void slurm_on_signal(int sig)
     slurm_stop = sig;
 }
 
-/* Copy what the task's output file gained to stdout; opens it once it exists. */
-static void slurm_copy(int *fd, const char *path)
+/*
+ * Stamped output.  The task's stamper writes each chunk it read from the
+ * command as a record, "\x1e<seconds> <bytes>\n" and the bytes, the
+ * seconds on the node's CLOCK_MONOTONIC when the chunk arrived.  The
+ * follower hands each record on at the local time stamp + offset, the
+ * offset fixed by the first record (its copying delay then) plus
+ * SLURM_PACE_S, so the trial runner reads the lines spaced as the task
+ * wrote them, whenever the shared filesystem and the polling let the
+ * follower see them.  A record found later than its time (a copying
+ * stall longer than SLURM_PACE_S) is handed on at once and the offset
+ * grows by the delay, so one interval takes the error, not every later
+ * one.  Bytes outside records (Slurm's own lines, a task without the
+ * stamper) are handed on as they are found.
+ */
+#define SLURM_STAMP_MARK '\x1e'
+#define SLURM_STAMP_HEAD_MAX 48
+#define SLURM_STAMP_CHUNK 65536
+/* How long stamped output is held back beyond the first record's delay. */
+#define SLURM_PACE_S 1.0
+/* A record later than this is a stall of the copying, not a slow poll or
+ * a slow scontrol: the offset takes the delay. */
+#define SLURM_PACE_LATE_S 0.25
+/* Bytes read ahead of their time at most (the file holds the rest). */
+#define SLURM_PACE_BUF (1u << 20)
+
+static int slurm_write_all(int fd, const char *p, size_t n)
 {
-    if (*fd < 0)
-        *fd = open(path, O_RDONLY | O_CLOEXEC);
-    for (char buf[65536]; *fd >= 0;) {
-        ssize_t n = read(*fd, buf, sizeof buf);
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* The stamper: stdin to stdout as records, until EOF.  It ignores the
+ * signals that end a task, so that the command's last lines still get
+ * out; a write that fails drops the chunk and reading goes on, so the
+ * command never meets a closed pipe because of us. */
+static int slurm_stamp(void)
+{
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    static char buf[SLURM_STAMP_HEAD_MAX + SLURM_STAMP_CHUNK];
+    for (;;) {
+        ssize_t n = read(0, buf + SLURM_STAMP_HEAD_MAX, SLURM_STAMP_CHUNK);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return 0;
+        char head[SLURM_STAMP_HEAD_MAX];
+        int hl = snprintf(head, sizeof head, "%c%.6f %zd\n", SLURM_STAMP_MARK, mono_now(), n);
+        if (hl <= 0 || hl >= (int)sizeof head)
+            continue;
+        memcpy(buf + SLURM_STAMP_HEAD_MAX - hl, head, (size_t)hl);
+        slurm_write_all(1, buf + SLURM_STAMP_HEAD_MAX - hl, (size_t)hl + (size_t)n);
+    }
+}
+
+/* A record's head at b: 1 with *t, *n and *hl (the head's length) when
+ * whole, 0 when it may still be coming, -1 when b holds no head. */
+static int slurm_stamp_head(const char *b, size_t len, double *t, size_t *n, size_t *hl)
+{
+    if (!len || b[0] != SLURM_STAMP_MARK)
+        return -1;
+    size_t max = len < SLURM_STAMP_HEAD_MAX ? len : SLURM_STAMP_HEAD_MAX;
+    const char *nl = memchr(b, '\n', max);
+    if (!nl)
+        return len < SLURM_STAMP_HEAD_MAX ? 0 : -1;
+    char tmp[SLURM_STAMP_HEAD_MAX + 1];
+    size_t k = (size_t)(nl - b);
+    memcpy(tmp, b + 1, k - 1);
+    tmp[k - 1] = '\0';
+    if (strspn(tmp, "0123456789. ") != k - 1 || !(tmp[0] >= '0' && tmp[0] <= '9'))
+        return -1;
+    char *e;
+    *t = strtod(tmp, &e);
+    if (*e != ' ' || !(e[1] >= '0' && e[1] <= '9'))
+        return -1;
+    char *e2;
+    unsigned long long v = strtoull(e + 1, &e2, 10);
+    if (*e2 || v == 0 || v > SLURM_STAMP_CHUNK)
+        return -1;
+    *n = (size_t)v;
+    *hl = k + 1;
+    return 1;
+}
+
+/* The task's output on its way to stdout. */
+struct slurm_pace {
+    int fd;            /* the output file; -1 until it exists */
+    char *buf;         /* read and not yet handed on */
+    size_t len;
+    int have_offset;
+    double offset;     /* local time = task stamp + offset */
+};
+
+/* Read what the output file gained, as far as the buffer has room. */
+static void slurm_pace_read(struct slurm_pace *p, const char *path)
+{
+    if (p->fd < 0)
+        p->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (p->fd < 0)
+        return;
+    if (!p->buf && !(p->buf = malloc(SLURM_PACE_BUF)))
+        return;
+    while (p->len < SLURM_PACE_BUF) {
+        ssize_t n = read(p->fd, p->buf + p->len, SLURM_PACE_BUF - p->len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;
-        for (ssize_t off = 0; off < n;) {
-            ssize_t w = write(1, buf + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w <= 0)
-                return;
-            off += w;
-        }
+        p->len += (size_t)n;
     }
+}
+
+/* Hand on what is due by `now` (all of it when flush).  Returns the time
+ * the next record is due, or 0 when none waits for its time. */
+static double slurm_pace_run(struct slurm_pace *p, double now, int flush)
+{
+    size_t off = 0;
+    double next = 0;
+    while (off < p->len) {
+        const char *b = p->buf + off;
+        size_t left = p->len - off;
+        double t;
+        size_t n, hl;
+        int k = slurm_stamp_head(b, left, &t, &n, &hl);
+        if (k < 0) {
+            /* bytes of no record: up to the next mark (a stray mark alone) */
+            const char *e = left > 1 ? memchr(b + 1, SLURM_STAMP_MARK, left - 1) : NULL;
+            size_t r = e ? (size_t)(e - b) : left;
+            slurm_write_all(1, b, r);
+            off += r;
+            continue;
+        }
+        if (k == 0 || left < hl + n) {
+            if (!flush)
+                break;
+            /* the task ended in the middle of a record: what there is */
+            if (k > 0)
+                slurm_write_all(1, b + hl, left - hl);
+            off = p->len;
+            break;
+        }
+        if (!p->have_offset) {
+            p->offset = now - t + SLURM_PACE_S;
+            p->have_offset = 1;
+        }
+        double due = t + p->offset;
+        if (due > now && !flush) {
+            next = due;
+            break;
+        }
+        if (!flush && now - due > SLURM_PACE_LATE_S)
+            p->offset += now - due;
+        slurm_write_all(1, b + hl, n);
+        off += hl + n;
+    }
+    if (off) {
+        memmove(p->buf, p->buf + off, p->len - off);
+        p->len -= off;
+    }
+    return next;
+}
+
+/* The task ended: hand on the rest of its output at its times (bounded),
+ * or at once. */
+static void slurm_pace_drain(struct slurm_pace *p, const char *path, int at_once)
+{
+    double end = mono_now() + SLURM_PACE_S + 2.0;
+    for (;;) {
+        slurm_pace_read(p, path);
+        double now = mono_now();
+        int last = at_once || now >= end;
+        double next = slurm_pace_run(p, now, last);
+        if (last || !p->len)
+            break;
+        if (!next) { /* a record that never got whole */
+            slurm_pace_run(p, now, 1);
+            break;
+        }
+        double w = next - now;
+        usleep((useconds_t)((w < 0.001 ? 0.001 : w > 0.1 ? 0.1 : w) * 1e6));
+    }
+    if (p->fd >= 0)
+        close(p->fd);
+    p->fd = -1;
+    free(p->buf);
+    p->buf = NULL;
+    p->len = 0;
 }
 
 /* The exit status for a task that ended in `state` with ExitCode a:b. */
@@ -354,32 +546,41 @@ static int slurm_exit_status(const char *job, const char *state, const char *cod
 
 int slurm_follow(const char *job, const char *out, const char *beat)
 {
+    if (!strcmp(job, "--stamp"))
+        return slurm_stamp();
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = slurm_on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-    int fd = -1, misses = 0;
+    struct slurm_pace pace = { .fd = -1 };
+    int misses = 0;
     double cancel_at = 0, last_look = 0;
     char said[128] = "";
     for (;;) {
         double now = mono_now();
         utimensat(AT_FDCWD, beat, NULL, 0);
-        slurm_copy(&fd, out);
+        slurm_pace_read(&pace, out);
+        /* Paced even once autobatch has stopped the trial: what it reads
+         * until the end still counts, and all of it at once would make
+         * many steps look as if they took no time. */
+        double next = slurm_pace_run(&pace, now, 0);
         if (slurm_stop && !cancel_at) {
             char *cancel[] = { "scancel", (char *)job, NULL };
             slurm_run(cancel, NULL, 0);
             cancel_at = now;
         }
-        if (cancel_at && now - cancel_at > SLURM_CANCEL_WAIT_S)
+        if (cancel_at && now - cancel_at > SLURM_CANCEL_WAIT_S) {
+            slurm_pace_drain(&pace, out, 1);
             return 143;
+        }
         if (now - last_look >= (cancel_at ? 0.2 : 1.0)) {
             last_look = now;
             char text[8192], state[64], reason[128], code[32];
             if (slurm_show(job, text, sizeof text)) {
                 if (++misses >= 3) {
-                    slurm_copy(&fd, out);
+                    slurm_pace_drain(&pace, out, 0);
                     printf("autobatch: slurm job %s is no longer known to Slurm\n", job);
                     return cancel_at ? 143 : 1;
                 }
@@ -397,11 +598,17 @@ int slurm_follow(const char *job, const char *out, const char *beat)
                 }
                 if (!slurm_active(state)) {
                     usleep(200000); /* the last lines of the output file */
-                    slurm_copy(&fd, out);
+                    slurm_pace_drain(&pace, out, 0);
                     return cancel_at ? 143 : slurm_exit_status(job, state, code);
                 }
             }
         }
-        usleep(100000);
+        /* the next poll, or sooner the next record's time */
+        double w = 0.1;
+        if (next > 0) {
+            double until = next - mono_now();
+            w = until < 0.001 ? 0.001 : until < w ? until : w;
+        }
+        usleep((useconds_t)(w * 1e6));
     }
 }

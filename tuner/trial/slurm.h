@@ -25,6 +25,16 @@
  * supervises a remote task as it does a local process: its output, its
  * OOM lines, its probe and report files (trial directories must then be
  * on a filesystem the compute nodes share: set TMPDIR).
+ *
+ * Times of the task's lines come from the task, not from the copying:
+ * where the node sees the same autobatch binary, the task script pipes
+ * the command's output through `autobatch __slurm-follow --stamp - -`,
+ * which writes each chunk as a record stamped with the node's monotonic
+ * clock, and the follower hands each record on at its stamp plus a fixed
+ * offset (the first record's delay plus a second), so the trial runner
+ * reads the steps spaced as the task ran them however the shared
+ * filesystem and the polling bunch them.  Output without stamps (no
+ * binary on the node, Slurm's own lines) is copied as it is found.
  */
 #ifndef AB_SLURM_H
 #define AB_SLURM_H
@@ -68,9 +78,12 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
 /**
  * The follower, `autobatch __slurm-follow JOB OUT BEAT` (see above): job
  * the array task ("ID_i"), out its output file, beat the heartbeat file.
- * Its stdout is the trial's output: the task's output copied as it grows,
- * and its own "autobatch: slurm job ..." lines, which the trial runner
- * reads like any other.  Returns the exit status.
+ * Its stdout is the trial's output: the task's output copied as it grows
+ * (stamped records at their times), and its own "autobatch: slurm job
+ * ..." lines, which the trial runner reads like any other.  Returns the
+ * exit status.  With job "--stamp" it is the task's stamper instead:
+ * stdin to stdout as stamped records until EOF, deaf to SIGTERM, SIGINT
+ * and SIGHUP so that the command's last lines still get out.
  */
 int slurm_follow(const char *job, const char *out, const char *beat);
 

@@ -72,6 +72,32 @@ assert_eq 143 "$rc" "SIGTERM: exit status"
 assert_eq "scancel 7_0" "$(cat "$WORK/scancel.log")" "SIGTERM: scancel"
 pass "SIGTERM: scancel 7_0, then exit 143 once the task was CANCELLED"
 
+# Stamped output (the task's stamper, __slurm-follow --stamp): handed on
+# at the times the task wrote it, however late it was copied.  Three
+# chunks written 0.6 s apart, all in the file before the follower looks,
+# with a line of Slurm's own between them: they come out 0.6 s apart
+# (the first within a second and a half), the stamps gone, Slurm's line
+# in its place.
+{ printf 'step 1\n'; sleep 0.6; printf 'step 2\n'; sleep 0.6; printf 'step 3\n'; } \
+  | "$AUTOBATCH" __slurm-follow --stamp - - >"$WORK/stamped.log" || fail "stamper: exit $?"
+assert_eq 3 "$(grep -c $'^\x1e[0-9.]* 7$' "$WORK/stamped.log")" "stamper: records"
+{ head -c "$(( $(grep -b -a -m2 $'^\x1e' "$WORK/stamped.log" | tail -1 | cut -d: -f1) ))" "$WORK/stamped.log"
+  echo "slurmstepd: error: a line of its own"
+  tail -c +"$(( $(grep -b -a -m2 $'^\x1e' "$WORK/stamped.log" | tail -1 | cut -d: -f1) + 1 ))" "$WORK/stamped.log"
+} >"$WORK/task.log"
+echo "RUNNING 0:0" >"$WORK/state"
+( sleep 3.5; echo "COMPLETED 0:0" >"$WORK/state" ) &
+start=$EPOCHREALTIME
+timeout 20 "$AUTOBATCH" __slurm-follow 7_0 "$WORK/task.log" "$WORK/beat" \
+  | while IFS= read -r line; do echo "$EPOCHREALTIME $line"; done >"$WORK/f.out"
+wait
+assert_eq "step 1|slurmstepd: error: a line of its own|step 2|step 3" \
+  "$(cut -d' ' -f2- "$WORK/f.out" | paste -sd'|')" "stamped: lines in order, stamps gone"
+awk -v s="$start" 'NR == 1 { a = $1 } $3 == "2" { b = $1 } $3 == "3" { c = $1 }
+  END { exit !(a - s < 1.5 && b - a > 0.5 && b - a < 0.7 && c - b > 0.5 && c - b < 0.7) }' "$WORK/f.out" \
+  || fail "stamped: not handed on 0.6 s apart: $(cat "$WORK/f.out") (started $start)"
+pass "stamped output handed on at the task's times, Slurm's own line in its place"
+
 rc=0
 "$AUTOBATCH" __slurm-follow 7_0 >"$WORK/f.out" 2>&1 || rc=$?
 assert_eq 2 "$rc" "usage: exit status"

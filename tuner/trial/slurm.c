@@ -180,11 +180,14 @@ static int slurm_write_task(const struct slurm_task *t, const char *path, const 
         strvec_shell_word(f, t->envp[i]);
         fputc('\n', f);
     }
-    fputs("stamp=", f);
+    fputs("ab_stamp=", f);
     strvec_shell_word(f, self ? self : "");
-    fputs("\nsp=\nif [ -n \"$stamp\" ] && [ -x \"$stamp\" ] && "
-          "exec 3> >(exec \"$stamp\" __slurm-follow --stamp - -); then\n"
-          "  sp=$!\nelse\n  exec 3>&1\nfi\n", f);
+    /* tried first on nothing: a binary that cannot run here must not
+     * leave the command writing into a closed pipe */
+    fputs("\nab_sp=\nif [ -n \"$ab_stamp\" ] && [ -x \"$ab_stamp\" ] && "
+          "\"$ab_stamp\" __slurm-follow --stamp - - </dev/null >/dev/null 2>&1 && "
+          "exec 3> >(exec \"$ab_stamp\" __slurm-follow --stamp - -); then\n"
+          "  ab_sp=$!\nelse\n  exec 3>&1\nfi\n", f);
     fputs("setsid", f);
     for (size_t i = 0; i < t->argv->n; i++) {
         fputc(' ', f);
@@ -204,8 +207,8 @@ static int slurm_write_task(const struct slurm_task *t, const char *path, const 
                "done\n"
                "wait \"$pid\"\n"
                "rc=$?\n"
-               "if [ -n \"$sp\" ]; then\n"
-               "  for _ in $(seq 50); do kill -0 \"$sp\" 2>/dev/null || break; sleep 0.1; done\n"
+               "if [ -n \"$ab_sp\" ]; then\n"
+               "  for _ in $(seq 50); do kill -0 \"$ab_sp\" 2>/dev/null || break; sleep 0.1; done\n"
                "fi\n"
                "exit $rc\n", limit, limit);
     return fclose(f) ? -1 : 0;

@@ -801,6 +801,10 @@ class Run(object):
                     ("gpt-ckpt", "default", ["fraction"]),
                     ("conv", "default", ["fraction"]),
                     ("gpt", "expandable", ["fraction"])]
+        only = os.environ.get("GV_PLAN")
+        if only:  # "model:alloc:part,part;..." (a rerun of what an earlier run left out)
+            return [(m, a, parts.split(",")) for m, a, parts in
+                    (item.split(":") for item in only.split(";") if item)]
         return [("gpt", "default", full),
                 ("gpt-ckpt", "default", full),
                 ("gpt", "expandable", full),

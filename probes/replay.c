@@ -177,7 +177,8 @@ int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_
             }
             seen++;
         } else if (step < 0 && !strncmp(line, "alloc_conf ", 11)) {
-            snprintf(t->alloc_conf, sizeof t->alloc_conf, "%s", line + 11);
+            snprintf(t->alloc_conf, sizeof t->alloc_conf, "%.*s",
+                     (int)(sizeof t->alloc_conf - 1), line + 11);
             t->alloc_conf[strcspn(t->alloc_conf, "\n")] = '\0';
         } else if (step < 0 && sscanf(line, "backend %31s", t->backend) == 1) {
             /* native or cudaMallocAsync */

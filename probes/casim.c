@@ -213,9 +213,13 @@ static int slots_reserve(struct casim *s, uint32_t k)
 {
     if (s->cap - s->nb >= k)
         return 0;
-    if (s->cap > UINT32_MAX / 2)
+    /* Doubled until k more fit: a seeded segment may bring thousands of
+     * blocks at once (one growth step is not always enough). */
+    uint64_t cap = s->cap;
+    while (cap - s->nb < k)
+        cap *= 2;
+    if (cap > UINT32_MAX / 2)
         return -1;
-    uint32_t cap = s->cap * 2;
     struct casim_block *nb = realloc(s->b, (size_t)cap * sizeof *nb);
     if (!nb)
         return -1;
@@ -746,7 +750,20 @@ int casim_seed_segment(struct casim *s, int small, const uint64_t *sizes, const 
     if (r)
         return r == 1 ? casim_oom(s, request) : r;
     int pool = small ? POOL_SMALL : POOL_LARGE;
+    /*
+     * Under expandable segments the pool's first seeded segment is the
+     * one that grows (PyTorch keeps one per pool and stream): it lies
+     * where casim_expand() maps pages, and its end is the pool's tail.
+     */
+    int grows = s->conf.expandable && !s->dev && s->exp[pool] == NIL;
+    uint64_t next_addr = s->next_addr;
+    if (grows)
+        s->next_addr = EXP_BASE(pool);
     uint32_t x = casim_new_segment(s, pool, seg), prev = NIL;
+    if (grows) {
+        s->next_addr = next_addr;
+        s->exp[pool] = x;
+    }
     for (size_t k = 0; k < n; k++) {
         int live = ids[k] != CASIM_SEED_FREE;
         if (prev != NIL && !live && s->b[prev].state == BLOCK_CACHED) {
@@ -776,6 +793,8 @@ int casim_seed_segment(struct casim *s, int small, const uint64_t *sizes, const 
     for (uint32_t y = x; y != NIL; y = s->b[y].next)
         if (s->b[y].state == BLOCK_CACHED)
             tree_insert(s, y);
+    if (grows)
+        s->exp_tail[pool] = prev;
     if (s->st.allocated > s->st.peak_allocated)
         s->st.peak_allocated = s->st.allocated;
     return 0;

@@ -181,7 +181,9 @@ int casim_alloc(struct casim *s, uint64_t id, uint64_t size);
  * or cached when ids[k] is CASIM_SEED_FREE (neighbouring cached blocks
  * merge).  small: the segment is in the small pool.  The segment is
  * reserved like any other (capacity or device, the cached whole segments
- * released once when it does not fit).  Returns 0; -1 when it does not
+ * released once when it does not fit).  Under expandable segments
+ * (simulated), a pool's first seeded segment is the one that grows: later
+ * pages are mapped at its end.  Returns 0; -1 when it does not
  * fit (stats' oom set); -2 on a live id, a bad size or no host memory
  * (the allocator may then be part-seeded: free it); -3 on a device error.
  */

@@ -731,6 +731,80 @@ static void test_seed_segment(void **state)
     casim_free(s);
 }
 
+/*
+ * A snapshot's segment of many blocks (an expandable segment holds every
+ * tensor of the model: 675 blocks in the H200 GPT trace).  The block
+ * array grew by one doubling however many blocks came, so 1000 blocks
+ * into 64 slots wrote past its end ("double free or corruption" in
+ * autobatch predict on the gpt-expandable traces); under ASan this
+ * failed at once.  Alternate live and free blocks, so none merge.
+ */
+static void test_seed_many_blocks(void **state)
+{
+    (void)state;
+    enum { N = 5001 };
+    uint64_t *sizes = malloc(N * sizeof *sizes), *ids = malloc(N * sizeof *ids);
+    assert_non_null(sizes);
+    assert_non_null(ids);
+    for (size_t k = 0; k < N; k++) {
+        sizes[k] = 2 * MiB;
+        ids[k] = k % 2 ? CASIM_SEED_FREE : 1000 + k;
+    }
+    struct casim *s = casim_new(0);
+    assert_int_equal(casim_seed_segment(s, 0, sizes, ids, N), 0);
+    assert_int_equal(casim_check(s), 0);
+    struct casim_stats st = stats_of(s);
+    assert_int_equal(st.reserved, N * 2 * MiB);
+    assert_int_equal(st.live_blocks, (N + 1) / 2);
+    assert_int_equal(st.segments, 1);
+    /* A second one after the first, and requests served from both. */
+    assert_int_equal(casim_seed_segment(s, 0, sizes, ids + 1, N - 1), -2); /* ids live */
+    for (size_t k = 0; k < N; k++)
+        ids[k] = k % 2 ? CASIM_SEED_FREE : 100000 + k;
+    assert_int_equal(casim_seed_segment(s, 0, sizes, ids, N), 0);
+    for (uint64_t k = 0; k < 100; k++)
+        alloc_ok(s, 500000 + k, 2 * MiB);
+    st = stats_of(s);
+    assert_int_equal(st.segments, 2);
+    assert_int_equal(st.reserved, 2 * N * 2 * MiB);
+    casim_free(s);
+    free(sizes);
+    free(ids);
+}
+
+/* Expandable segments: a seeded segment is the pool's growing one, so a
+ * request larger than its free end maps pages after that end (one
+ * segment, contiguous), as PyTorch grows its one segment per pool. */
+static void test_seed_expandable(void **state)
+{
+    (void)state;
+    struct casim_config c;
+    char why[256];
+    assert_int_equal(casim_config_parse("expandable_segments:True", &c, why, sizeof why), 0);
+    struct casim *s = casim_new(0);
+    casim_configure(s, &c);
+    /* 60 MiB mapped: 30 live, 30 free at the end. */
+    uint64_t sizes[2] = { 30 * MiB, 30 * MiB }, ids[2] = { 1, CASIM_SEED_FREE };
+    assert_int_equal(casim_seed_segment(s, 0, sizes, ids, 2), 0);
+    uint64_t a1, a2;
+    casim_block_info(s, 1, &a1, NULL);
+    /* 50 MiB: the 30 free at the end + one 20 MiB page, in place. */
+    alloc_ok(s, 2, 50 * MiB);
+    casim_block_info(s, 2, &a2, NULL);
+    assert_int_equal(a2, a1 + 30 * MiB);
+    struct casim_stats st = stats_of(s);
+    assert_int_equal(st.reserved, 80 * MiB);
+    assert_int_equal(st.segments, 1);
+    /* Released and the cache emptied: the free end's pages are unmapped
+     * (30..80 MiB), the live head stays. */
+    release_ok(s, 2);
+    casim_empty_cache(s);
+    st = stats_of(s);
+    assert_int_equal(st.reserved, 40 * MiB); /* whole pages only: 30 MiB rounds up to 40 */
+    assert_int_equal(casim_check(s), 0);
+    casim_free(s);
+}
+
 /* The allocator's settings: expandable segments map 20 MiB pages into
  * one growing segment and unmap the free end's pages; max_split_size
  * stops splitting; roundup_power2_divisions rounds to divisions. */
@@ -838,6 +912,8 @@ int main(void)
         cmocka_unit_test(test_replay_oom),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_seed_segment),
+        cmocka_unit_test(test_seed_many_blocks),
+        cmocka_unit_test(test_seed_expandable),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_speed),
     };

@@ -26,6 +26,12 @@ assert_eq "$trials" "$(jq -s '[.[] | select(.event == "trial_end")] | length' "$
 diff <(jq -c '.trials[] | [.id, .micro_batch, .checkpointing, .outcome]' "$WORK/r.json") \
      <(jq -c 'select(.event == "trial_end") | [.id, .micro_batch, .checkpointing, .outcome]' "$ev") \
   || fail "trial_end events differ from the results file's trials"
+# the choice's confirmation run: its own start and end, as the results' "confirm"
+assert_eq "$(jqr '.confirm | length' "$WORK/r.json")" \
+  "$(jq -s '[.[] | select(.event == "confirm_end")] | length' "$ev")" "confirm_end events"
+assert_eq "$(jqr '.confirm[-1].micro_batch' "$WORK/r.json")" \
+  "$(jq -s -r '[.[] | select(.event == "confirm_start")][-1].micro_batch' "$ev")" "confirm_start"
+assert_eq true "$(jqr '.summary.confirmed' "$WORK/r.json")" "the choice confirmed"
 assert_eq "$(jq -c '.best.micro_batch' "$WORK/r.json")" \
   "$(jq -c 'select(.event == "choice") | .best.micro_batch' "$ev")" "the choice"
 assert_eq 0 "$(jq -c 'select(.event == "end") | .exit' "$ev")" "end: exit status"
@@ -35,7 +41,7 @@ steps=$(jq -s '[.[] | select(.event == "step")] | length' "$ev")
 jq -s -e '[.[].t] as $t | all(range(1; $t | length); $t[.] >= $t[. - 1])' "$ev" >/dev/null \
   || fail "t goes back"
 jq -s -e 'reduce .[] as $e ({cur: null, ok: true};
-  if $e.event == "trial_start" then .cur = $e.trial
+  if $e.event == "trial_start" or $e.event == "confirm_start" then .cur = $e.trial
   elif $e.event == "step" then .ok = (.ok and $e.trial == .cur) else . end) | .ok' "$ev" >/dev/null \
   || fail "a step event names another trial than the running one"
 pass "events: start, $trials trial starts and ends (as in the results), $steps steps, choice, end"

@@ -28,7 +28,7 @@ grep -q "knobs micro_batch=$want (env)" "$WORK/env.err" || fail "env: simtrain d
 pass "env preset"
 
 # Every trial sees the variables of DESIGN.md 2.2.
-"$AUTOBATCH" --preset env --quiet --batch 2:2 --steps 1 --warmup 0 --json "$WORK/vars.json" -- sh -c \
+"$AUTOBATCH" --preset env --quiet --batch 2:2 --steps 1 --warmup 0 --no-confirm --json "$WORK/vars.json" -- sh -c \
   'env | grep ^AUTOBATCH_ | sort > "$0"; echo "{\"step\": 1, \"samples\": 2, \"time\": 1}" >> "$AUTOBATCH_REPORT"' \
   "$WORK/vars" >/dev/null 2>&1 || fail "vars: exit $?"
 for v in AUTOBATCH_TRIAL=1 AUTOBATCH_MICRO_BATCH=2 AUTOBATCH_GRAD_ACCUM=1 \

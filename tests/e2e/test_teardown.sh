@@ -22,9 +22,11 @@ assert_no_leftovers
 pass "2 ranks: worst teardown ${worst}s after the OOM line, total $(echo "$end - $start" | bc 2>/dev/null || echo ?)s"
 
 # --- a trainer that ignores SIGTERM is killed after --kill-grace
-# (env preset: no --max_steps, so the trainer never stops by itself)
+# (env preset, AUTOBATCH_MAX_STEPS emptied: simtrain reads the batch from
+# the environment but has no step limit, so it never stops by itself)
 "$AUTOBATCH" --quiet --preset env --batch 1:16 --kill-grace 1s --json "$WORK/term.json" -- \
-  "$SIMTRAIN" --ignore-sigterm --capacity 8G >"$WORK/term.out" 2>&1 || fail "term: exit $?"
+  env AUTOBATCH_MAX_STEPS= "$SIMTRAIN" --ignore-sigterm --knobs-from-env --capacity 8G \
+  >"$WORK/term.out" 2>&1 || fail "term: exit $?"
 sig=$(jqr '[.trials[] | select(.outcome == "fit") | .signal] | unique | join(",")' "$WORK/term.json")
 assert_eq 9 "$sig" "term: fits ended by SIGKILL"
 td=$(jqr '[.trials[] | select(.outcome == "fit") | .teardown_s] | min' "$WORK/term.json")

@@ -17,12 +17,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "control/choose.h"
 #include "control/setup.h"
 #include "control/tune.h"
 #include "util/mono.h"
@@ -44,6 +46,8 @@
 struct fake {
     long fit_max;
     long crash_at;  /* a size whose trial crashes (exit 1, no OOM); 0 none */
+    long soak_max;  /* the largest size whose confirmation run (a soak that meets
+                       the largest batches) fits; 0: as fit_max */
     long calls;
     long sizes[64];
 };
@@ -82,7 +86,8 @@ static int fake_run(void *ctx, const struct trial_spec *spec, const struct trial
         snprintf(out->tail[1], sizeof out->tail[1], "KeyError: 'text'");
         return 0;
     }
-    if (mb <= f->fit_max) {
+    long fit_max = opts->soak_s > 0 && f->soak_max > 0 ? f->soak_max : f->fit_max;
+    if (mb <= fit_max) {
         out->outcome = TRIAL_FIT;
         out->exit_code = 0;
         out->steps_from = STEPS_FROM_REPORT;
@@ -96,7 +101,7 @@ static int fake_run(void *ctx, const struct trial_spec *spec, const struct trial
     }
     /* PyTorch's message: the allocation that failed brings the need to
      * 10 GiB + mb GiB on a device of fit_max + 10.5 GiB with nothing free. */
-    double cap = (double)f->fit_max + 10.5, tried = 10.0 + (double)mb - cap;
+    double cap = (double)fit_max + 10.5, tried = 10.0 + (double)mb - cap;
     snprintf(out->evidence, sizeof out->evidence,
              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %.2f GiB. GPU 0 has "
              "a total capacity of %.2f GiB of which 0 bytes is free.", tried, cap);
@@ -263,7 +268,12 @@ static void test_boundary_found(void **state)
     assert_int_equal(search_min_fail(s), 38);
     /* One trial a call, in order, each as the fake answered it. */
     assert_true(f.calls >= 2);
-    assert_int_equal(x->res.ntrials, (size_t)f.calls);
+    /* The search's trials, then the choice's confirmation run. */
+    assert_int_equal(x->res.ntrials + 1, (size_t)f.calls);
+    assert_int_equal(f.sizes[f.calls - 1], x->res.trials[choose_best(&x->res, &x->space, -1, 0,
+                                                                      NULL)].micro_batch);
+    assert_int_equal(json_array_size(x->res.confirm), 1);
+    assert_true(x->res.confirmed);
     int fits = 0;
     for (size_t i = 0; i < x->res.ntrials; i++) {
         const struct results_trial *t = &x->res.trials[i];
@@ -283,10 +293,11 @@ static void test_boundary_found(void **state)
     }
     assert_true(fits >= 1);
     /* The view saw each trial as bracket, start, end, and nothing else:
-     * no note, no error. */
-    assert_int_equal(x->rec.n, 3 * x->res.ntrials);
+     * no error; then a note and the confirmation run. */
+    assert_int_equal(x->rec.n, 3 * x->res.ntrials + 4);
     for (size_t i = 0; i < x->res.ntrials; i++)
         assert_memory_equal(x->rec.events + 3 * i, "bse", 3);
+    assert_memory_equal(x->rec.events + 3 * x->res.ntrials, "nbse", 4);
     /* The last bracket is the one before the last trial, inside [1, 128]. */
     assert_true(x->rec.last_fit <= 37 && (x->rec.last_fail < 0 || x->rec.last_fail >= 38));
     fx_free(x);
@@ -312,6 +323,56 @@ static void test_crash_told(void **state)
     assert_string_equal(x->rec.lines[1], "Traceback (most recent call last):");
     assert_string_equal(x->rec.lines[2], "KeyError: 'text'");
     assert_non_null(strstr(x->rec.lines[3], "fix the command"));
+    fx_free(x);
+}
+
+/* The choice fits in the search's short trials but not through the
+ * largest batches of its confirmation run: the choice moves down, the
+ * search goes on below it, and the size chosen at last is one that
+ * passed its confirmation (issue 24, item 5). */
+static void test_confirm_moves_down(void **state)
+{
+    (void)state;
+    struct fake f = { .fit_max = 37, .soak_max = 35 };
+    struct fx *x = fx_loop(&f, 0);
+    assert_int_equal(x->run.status, 0);
+    size_t nc = json_array_size(x->res.confirm);
+    assert_true(nc >= 2 && nc <= 3);
+    /* Each confirmation run failed above 35 and fitted at or below it;
+     * the last fitted, at the size chosen. */
+    for (size_t i = 0; i < nc; i++) {
+        const json_t *c = json_array_get(x->res.confirm, i);
+        long mb = (long)json_integer_value(json_object_get(c, "micro_batch"));
+        assert_string_equal(json_string_value(json_object_get(c, "outcome")),
+                            mb > 35 ? "oom" : "fit");
+        assert_true(i + 1 == nc ? mb <= 35 : mb > 35);
+    }
+    const json_t *last = json_array_get(x->res.confirm, nc - 1);
+    long best = choose_best(&x->res, &x->space, -1, 0, NULL);
+    assert_true(best >= 0);
+    assert_int_equal(json_integer_value(json_object_get(last, "micro_batch")),
+                     x->res.trials[best].micro_batch);
+    assert_true(x->res.confirmed);
+    int said = 0;
+    for (size_t i = 0; i < x->rec.nlines; i++)
+        said |= strstr(x->rec.lines[i], "failed its confirmation run") != NULL;
+    assert_true(said);
+    fx_free(x);
+}
+
+/* --no-confirm: no confirmation run, nothing confirmed. */
+static void test_no_confirm(void **state)
+{
+    (void)state;
+    struct fake f = { .fit_max = 37 };
+    struct fx *x = calloc(1, sizeof *x);
+    assert_non_null(x);
+    fx_init(x, &f);
+    x->plan.no_confirm = 1;
+    assert_int_equal(tune_loop(&x->run), 0);
+    assert_int_equal(x->res.ntrials, (size_t)f.calls);
+    assert_int_equal(json_array_size(x->res.confirm), 0);
+    assert_false(x->res.confirmed);
     fx_free(x);
 }
 
@@ -346,6 +407,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_boundary_found),
+        cmocka_unit_test(test_confirm_moves_down),
+        cmocka_unit_test(test_no_confirm),
         cmocka_unit_test(test_nothing_fits),
         cmocka_unit_test(test_crash_told),
         cmocka_unit_test(test_interrupted),

@@ -23,7 +23,7 @@
 enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 
 enum opt_id {
-    O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_DRY_RUN, O_EMULATE_GPU_MEMORY,
+    O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_CONFIRM, O_NO_CONFIRM, O_DRY_RUN, O_EMULATE_GPU_MEMORY,
     O_EMULATE_WITH, O_EVENTS,
     O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_GRAD_ACCUM, O_LAUNCHER,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
@@ -47,6 +47,7 @@ static const struct opt cli_opts[] = {
     { "budget", OPT_DURATION, 0, O_BUDGET },
     { "checkpointing", OPT_STRING, 0, O_CHECKPOINTING },
     { "config", OPT_STRING, 0, O_CONFIG },
+    { "confirm", OPT_STRING, 0, O_CONFIRM },
     { "dry-run", OPT_FLAG, 0, O_DRY_RUN },
     { "emulate-gpu-memory", OPT_STRING, 0, O_EMULATE_GPU_MEMORY },
     { "emulate-with", OPT_STRING, 0, O_EMULATE_WITH },
@@ -67,6 +68,7 @@ static const struct opt cli_opts[] = {
     { "launcher", OPT_STRING, 0, O_LAUNCHER },
     { "markdown", OPT_STRING, 0, O_MARKDOWN },
     { "no-cache", OPT_FLAG, 0, O_NO_CACHE },
+    { "no-confirm", OPT_FLAG, 0, O_NO_CONFIRM },
     { "no-probe", OPT_FLAG, 0, O_NO_PROBE },
     { "preset", OPT_STRING, 0, O_PRESET },
     { "quiet", OPT_FLAG, 'q', O_QUIET },
@@ -123,6 +125,10 @@ static const char cli_usage[] =
 "  --world-size N        data-parallel ranks the command starts (default 1)\n"
 "  --headroom PCT        keep PCT percent of device memory free (default 0)\n"
 "  --no-cache            ignore and do not update the warm-start cache\n"
+"  --confirm STEPS|D     run the choice once more, through the largest batches, for\n"
+"                        STEPS measured steps or D (default 20 steps or 60s,\n"
+"                        whichever ends first); a failure moves the choice down\n"
+"  --no-confirm          skip that confirmation run\n"
 "  --no-probe            do not load the in-process probe into Python trials\n"
 "  --replay              record two small trials' allocations per cell, predict the\n"
 "                        boundary, and run the prediction and the size above first\n"
@@ -331,6 +337,22 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_WORLD_SIZE: p->world_size = n; p->world_size_given = 1; break;
     case O_GLOBAL_BATCH: p->global_batch = n; break;
     case O_NO_CACHE: p->no_cache = 1; break;
+    case O_NO_CONFIRM: p->no_confirm = 1; break;
+    case O_CONFIRM:
+        if (arg[0] >= '0' && arg[0] <= '9' && strspn(arg, "0123456789") == strlen(arg)) {
+            if (units_long(arg, 1, 1000000000L, &n))
+                return cli_bad("--confirm '%s': a number of steps of at least 1, or a duration "
+                               "like 60s or 5m", arg);
+            p->confirm_steps = n;
+            p->confirm_s = 0;
+        } else if (units_duration(arg, &d) || d <= 0) {
+            return cli_bad("--confirm '%s': a number of steps (e.g. 20) or a duration (e.g. 60s "
+                           "or 5m)", arg);
+        } else {
+            p->confirm_s = d;
+            p->confirm_steps = 0;
+        }
+        break;
     case O_NO_PROBE: p->no_probe = 1; break;
     case O_REPLAY: p->replay = 1; break;
     case O_KEEP_TRACES: p->keep_traces = arg; break;
@@ -447,6 +469,7 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
         .trial_timeout_s = 20 * 60, .hang_timeout_s = 5 * 60, .budget_s = 0, .grace_s = 3,
         .ckpt_off = 1, .regression_threshold = 0.05, .webhook_format = "generic",
         .gpus_per_trial = 1, .emulate_with = "preload",
+        .confirm_steps = 20, .confirm_s = 60,
     };
     *p = def;
     int i = 1;

@@ -6,12 +6,36 @@
  * warning when the effective batch changes; or, with no choice, why not
  * and what to do.
  */
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli/summary.h"
 #include "control/choose.h"
 #include "control/session.h"
+
+/* Whether the choice passed its confirmation run, and what that run saw. */
+static void summary_confirmed(FILE *say, const struct plan *plan, const struct results *res,
+                              const struct results_trial *b)
+{
+    size_t n = json_array_size(res->confirm);
+    const json_t *c = n ? json_array_get(res->confirm, n - 1) : NULL;
+    if (res->confirmed && c) {
+        json_int_t steps = json_integer_value(json_object_get(c, "steps_measured"));
+        double wall = json_real_value(json_object_get(c, "wall_s"));
+        const char *mode = json_string_value(json_object_get(json_object_get(c, "worst_case"),
+                                                             "mode"));
+        int worst = mode && (!strcmp(mode, "lengths") || !strcmp(mode, "scan"));
+        fprintf(say, "autobatch: confirmed: micro_batch=%ld trained %lld more steps (%.1fs) in "
+                     "a fresh run%s\n", b->micro_batch, (long long)steps, wall,
+                worst ? ", largest batches first" : "");
+    } else if (plan->no_confirm) {
+        fprintf(say, "autobatch: not confirmed (--no-confirm): the search's trials are the "
+                     "only evidence\n");
+    } else {
+        fprintf(say, "autobatch: not confirmed: the confirmation run did not run to the end\n");
+    }
+}
 
 /* How the choice compares with its runner-up: "x.xx times faster (+- the
  * spread)", or that the two cannot be told apart. */
@@ -108,6 +132,7 @@ void summary_say(FILE *say, const struct session *s, const struct tune_run *run,
                 status == AB_EXIT_OK ? "best:" : "best so far:", b->micro_batch,
                 b->grad_accum, b->checkpointing ? "on" : "off", rate, res->ntrials, res->wall_s,
                 bounded ? "; the top of --batch fitted, raise MAX to look further" : "");
+        summary_confirmed(say, plan, res, b);
         summary_runner_up(say, res, unit);
         summary_headroom(say, res, &s->space, &s->gpu, plan->headroom, unit);
         summary_effective_batch(say, plan, &s->setup, b);

@@ -38,6 +38,12 @@ struct plan {
     int world_size_given;
     double headroom;          /**< --headroom PCT as a fraction */
     int no_cache;             /**< --no-cache */
+    /** --confirm STEPS|D: the choice runs once more for this many measured
+     *  steps or this long, whichever ends first (0: no bound of that
+     *  kind); --no-confirm: not at all */
+    long confirm_steps;
+    double confirm_s;
+    int no_confirm;
     int no_probe;             /**< --no-probe */
     int replay;               /**< --replay: guide the search with the replay probe */
     const char *keep_traces;  /**< --keep-traces DIR, or NULL */

@@ -23,6 +23,9 @@
 #include "trial/gpu.h"
 #include "trial/leftovers.h"
 
+/* Confirmation runs at most: each failure moves the choice down once. */
+#define TUNE_CONFIRMS 3
+
 void tune_view_say(const struct tune_view *v, enum tune_line kind, const char *fmt, ...)
 {
     if (!v->line)
@@ -56,6 +59,90 @@ static void tune_event_run(const struct tune_run *r)
                                    "slots", (json_int_t)r->res->slots));
 }
 
+/*
+ * One trial at a time, output shown: on the first slot when there are
+ * slots (a throughput measurement alone).  confirm: the choice's
+ * confirmation run.  Returns 1 when the loop must stop, else 0.
+ */
+static int tune_serial(struct tune_run *r, struct tune_job *j, size_t ci, long value,
+                       size_t width, long *round, int confirm)
+{
+    memset(j, 0, sizeof *j);
+    j->confirm = confirm;
+    if (tune_job_prepare(r, j, ci, value, r->slots, width > 1 ? *round + 1 : 0))
+        return 1;
+    if (tune_slurm_submit(r, j, 1)) {
+        r->status = AB_EXIT_USAGE;
+        inject_trial_release(&j->t);
+        leftovers_remove_tree(j->tdir);
+        tune_slurm_done(r, j);
+        return 1;
+    }
+    tune_job_run(r, j);
+    tune_slurm_done(r, j);
+    if (width > 1)
+        r->res->rounds = ++*round;
+    int stop = tune_job_finish(r, j, 0);
+    if (!gpu_settle(r->gpu))
+        tune_say(r, TUNE_NOTE, "warning: GPU memory did not return to its level before the "
+                               "trial within 10s; the next trial may see less free memory");
+    return stop;
+}
+
+/*
+ * The choice, confirmed (issue 24, item 5): the configuration the search
+ * would choose now runs once more in the user's command and environment,
+ * through the largest batches first (the probe's worst-case order), for
+ * --confirm's steps or time.  Returns 1 when it failed on memory (the
+ * search goes on below it), 0 when it fitted or nothing was run, -1 when
+ * the run stopped the loop (crash, interrupt, budget).
+ */
+static int tune_confirm(struct tune_run *r, struct tune_job *jobs, size_t width, long *round)
+{
+    const struct plan *plan = r->plan;
+    struct results *res = r->res;
+    if (plan->no_confirm || r->status || tune_interrupted(r) || r->budget_hit)
+        return 0;
+    long best = choose_best(res, r->space, choose_capacity(r->gpu, r->space), plan->headroom,
+                            NULL);
+    if (best < 0)
+        return 0;
+    const struct results_trial b = res->trials[best];
+    size_t ci = 0;
+    while (ci < r->space->ncells && (r->space->cells[ci].grad_accum != b.grad_accum ||
+                                     r->space->cells[ci].checkpointing != b.checkpointing))
+        ci++;
+    if (ci == r->space->ncells)
+        return 0;
+    char what[64];
+    if (plan->confirm_steps > 0 && plan->confirm_s > 0)
+        snprintf(what, sizeof what, "%ld steps or %.0fs", plan->confirm_steps, plan->confirm_s);
+    else if (plan->confirm_steps > 0)
+        snprintf(what, sizeof what, "%ld steps", plan->confirm_steps);
+    else
+        snprintf(what, sizeof what, "%.0fs", plan->confirm_s);
+    tune_say(r, TUNE_NOTE, "confirming the choice micro_batch=%ld grad_accum=%ld "
+                           "checkpointing=%s: a fresh run of %s",
+             b.micro_batch, b.grad_accum, b.checkpointing ? "on" : "off", what);
+    size_t before = json_array_size(res->confirm);
+    if (tune_serial(r, &jobs[0], ci, b.micro_batch, width, round, 1))
+        return r->status || r->crashed || r->budget_hit || tune_interrupted(r) ? -1 : 0;
+    if (json_array_size(res->confirm) == before)
+        return 0;
+    const json_t *c = json_array_get(res->confirm, json_array_size(res->confirm) - 1);
+    const char *outcome = json_string_value(json_object_get(c, "outcome"));
+    if (outcome && !strcmp(outcome, "fit")) {
+        res->confirmed = 1;
+        return 0;
+    }
+    const char *ev = json_string_value(json_object_get(c, "evidence"));
+    tune_say(r, TUNE_NOTE, "the choice micro_batch=%ld failed its confirmation run (%s%s%s): "
+                           "it does not fit through the largest batches; moving to the next "
+                           "candidate", b.micro_batch, outcome ? outcome : "?", ev ? ": " : "",
+             ev ? ev : "");
+    return 1;
+}
+
 int tune_loop(struct tune_run *r)
 {
     const struct plan *plan = r->plan;
@@ -73,7 +160,7 @@ int tune_loop(struct tune_run *r)
         return -1;
     }
     tune_event_run(r);
-    int repeated = 0;
+    int repeated = 0, confirms = 0;
     long round = 0;
     for (;;) {
         size_t k = 0;
@@ -85,8 +172,19 @@ int tune_loop(struct tune_run *r)
             struct choose_repeat again;
             if (repeated || tune_interrupted(r) ||
                 !choose_repeat_noisy(res, space, choose_capacity(r->gpu, space), plan->headroom,
-                                     &again))
+                                     &again)) {
+                /* The choice runs once more as the user will run it; a
+                 * failure is a boundary below it: the search goes on. */
+                if (!confirms && !tune_interrupted(r) && !r->budget_hit && tune_knob_check(r))
+                    break;
+                int c = confirms < TUNE_CONFIRMS ? tune_confirm(r, jobs, width, &round) : 0;
+                if (c > 0) {
+                    confirms++;
+                    repeated = 0;
+                    continue;
+                }
                 break;
+            }
             tune_say(r, TUNE_NOTE, "micro_batch=%ld and %ld differ by %.1f%%, within their "
                                    "step-time spread (%.1f%%): measuring both again",
                      again.best_micro, again.runner_micro, 100 * again.margin,
@@ -100,29 +198,7 @@ int tune_loop(struct tune_run *r)
                 break;
             continue;
         }
-        /* One at a time, output shown: on the first slot when there are
-         * slots (a throughput measurement alone). */
-        struct tune_job *j = &jobs[0];
-        memset(j, 0, sizeof *j);
-        if (tune_job_prepare(r, j, round_ci[0], round_micro[0], r->slots,
-                             width > 1 ? round + 1 : 0))
-            break;
-        if (tune_slurm_submit(r, j, 1)) {
-            r->status = AB_EXIT_USAGE;
-            inject_trial_release(&j->t);
-            leftovers_remove_tree(j->tdir);
-            tune_slurm_done(r, j);
-            break;
-        }
-        tune_job_run(r, j);
-        tune_slurm_done(r, j);
-        if (width > 1)
-            res->rounds = ++round;
-        int stop = tune_job_finish(r, j, 0);
-        if (!gpu_settle(r->gpu))
-            tune_say(r, TUNE_NOTE, "warning: GPU memory did not return to its level before the "
-                                   "trial within 10s; the next trial may see less free memory");
-        if (stop)
+        if (tune_serial(r, &jobs[0], round_ci[0], round_micro[0], width, &round, 0))
             break;
     }
     free(jobs);

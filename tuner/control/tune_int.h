@@ -44,6 +44,7 @@ struct tune_job {
     size_t ci;
     long value;
     int recording, budget_caps;
+    int confirm;                 /* the choice's confirmation run (set before prepare) */
     long round;                  /* 0: not side by side */
     const struct tune_slot *slot;  /* NULL: the whole machine */
     char tdir[4200], report[4300], probe[4300], outdir[4300], wd[4300], recdir[4300];
@@ -60,6 +61,15 @@ struct tune_job {
 };
 
 /* tune_job.c */
+
+/** After the search, the outside check that the batch knob reached the
+ *  trainer, for cells the probe could not see: in a cell where every
+ *  size fitted, the smallest and the largest fit ran with the same peak
+ *  and the same time per step.  Then says so, sets r->status to
+ *  AB_EXIT_USAGE and returns 1 (no choice); else 0.  Checked at the end,
+ *  not after each trial: at small sizes a real knob can change the time
+ *  per step by less than its noise (a launch-bound step). */
+int tune_knob_check(struct tune_run *r);
 
 /** Build trial j for (ci, value) on slot (NULL: the whole machine) in
  *  round (0: none).  Returns 0; 1 when the budget is spent (no trial);

@@ -148,14 +148,10 @@ static void tune_explain_mismatch(const struct tune_run *r, const struct trial_r
 
 /*
  * Without the probe's view of the batch, the outside view: a knob that
- * reaches the trainer changes its memory or its time per step.  A fit at
- * 4 or more times another fitting size of its cell with the same peak
- * (within 2% or 8 MiB; not compared when either is unknown) and the same
- * time per step (within three times their spreads plus 10%), in a cell
- * where nothing failed, says that the knob did not reach it: every size
- * would "fit" and the speed would be a product of the size printed, not
- * of the batch trained.  t is compared with the cell's smallest and
- * largest other fits.  Returns the trial so matched, or NULL.
+ * reaches the trainer changes its memory or its time per step.  Two fits
+ * 4 or more times apart with the same peak (within 2% or 8 MiB; not
+ * compared when either is unknown) and the same time per step (within
+ * three times their spreads plus 10%) look alike.
  */
 /* Do fits a (smaller) and b look alike, as tune_knob_unseen() says? */
 static int tune_same_fit(const struct results_trial *a, const struct results_trial *b)
@@ -178,31 +174,49 @@ static int tune_same_fit(const struct results_trial *a, const struct results_tri
     return dt <= 3 * (ma + mb) + 0.10 * a->step_time_s;
 }
 
-static const struct results_trial *tune_knob_unseen(const struct tune_run *r,
-                                                    const struct results_trial *t)
+/* Say that the batch knob did not reach the trainer, and how to fix it. */
+static void tune_explain_unseen(const struct tune_run *r, const struct results_trial *a,
+                                const struct results_trial *b)
 {
-    if (t->outcome != TRIAL_FIT || t->step_time_s <= 0 || t->loader_batch > 0 ||
-        t->batch_seen > 0)
-        return NULL;
-    const struct results_trial *lo = NULL, *hi = NULL;
-    for (size_t i = 0; i < r->res->ntrials; i++) {
-        const struct results_trial *u = &r->res->trials[i];
-        if (u == t || u->grad_accum != t->grad_accum || u->checkpointing != t->checkpointing)
+    const struct results_trial *small = a->micro_batch < b->micro_batch ? a : b;
+    const struct results_trial *t = small == a ? b : a;
+    const struct preset *p = &r->setup->preset;
+    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
+    tune_say(r, TUNE_ERROR, "micro_batch=%ld and micro_batch=%ld ran with the same memory and "
+                            "the same time per step (%.3gs, %.3gs): the batch knob (preset '%s', "
+                            "%s '%s') does not reach the trainer; say where it reads its batch "
+                            "size with --knob micro_batch=WHERE or pick another --preset",
+             small->micro_batch, t->micro_batch, small->step_time_s, t->step_time_s, p->name,
+             tune_via[k->via], k->where ? k->where : "");
+}
+
+int tune_knob_check(struct tune_run *r)
+{
+    for (size_t ci = 0; ci < r->space->ncells; ci++) {
+        const struct cell *c = &r->space->cells[ci];
+        const struct results_trial *lo = NULL, *hi = NULL;
+        int failed = 0, seen = 0;
+        for (size_t i = 0; i < r->res->ntrials; i++) {
+            const struct results_trial *u = &r->res->trials[i];
+            if (u->grad_accum != c->grad_accum || u->checkpointing != c->checkpointing)
+                continue;
+            failed |= u->outcome != TRIAL_FIT && u->outcome != TRIAL_INTERRUPTED;
+            seen |= u->loader_batch > 0 || u->batch_seen > 0;
+            if (u->outcome != TRIAL_FIT || u->step_time_s <= 0)
+                continue;
+            if (!lo || u->micro_batch < lo->micro_batch)
+                lo = u;
+            if (!hi || u->micro_batch > hi->micro_batch)
+                hi = u;
+        }
+        if (failed || seen || !lo || !tune_same_fit(lo, hi))
             continue;
-        if (u->outcome != TRIAL_FIT && u->outcome != TRIAL_INTERRUPTED)
-            return NULL; /* a size failed: the knob reaches something */
-        if (u->outcome != TRIAL_FIT || u->step_time_s <= 0)
-            continue;
-        if (u->micro_batch < t->micro_batch && (!lo || u->micro_batch < lo->micro_batch))
-            lo = u;
-        if (u->micro_batch > t->micro_batch && (!hi || u->micro_batch > hi->micro_batch))
-            hi = u;
+        tune_explain_unseen(r, lo, hi);
+        r->knob_unseen = 1;
+        r->status = AB_EXIT_USAGE;
+        return 1;
     }
-    if (lo && tune_same_fit(lo, t))
-        return lo;
-    if (hi && tune_same_fit(t, hi))
-        return hi;
-    return NULL;
+    return 0;
 }
 
 /*
@@ -238,22 +252,6 @@ static const struct results_trial *tune_batch_unseen(const struct tune_run *r,
         return u;
     }
     return NULL;
-}
-
-/* Say that the batch knob did not reach the trainer, and how to fix it. */
-static void tune_explain_unseen(const struct tune_run *r, const struct results_trial *a,
-                                const struct results_trial *b)
-{
-    const struct results_trial *small = a->micro_batch < b->micro_batch ? a : b;
-    const struct results_trial *t = small == a ? b : a;
-    const struct preset *p = &r->setup->preset;
-    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
-    tune_say(r, TUNE_ERROR, "micro_batch=%ld and micro_batch=%ld ran with the same memory and "
-                            "the same time per step (%.3gs, %.3gs): the batch knob (preset '%s', "
-                            "%s '%s') does not reach the trainer; say where it reads its batch "
-                            "size with --knob micro_batch=WHERE or pick another --preset",
-             small->micro_batch, t->micro_batch, small->step_time_s, t->step_time_s, p->name,
-             tune_via[k->via], k->where ? k->where : "");
 }
 
 /* Say that the model got the same batch at two sizes. */
@@ -406,7 +404,7 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
     const struct plan *plan = r->plan;
     struct setup *setup = r->setup;
     const struct cell *cell = &r->space->cells[ci];
-    j->recording = plan->replay && guide_next(r->guide, r->space, ci, &value);
+    j->recording = !j->confirm && plan->replay && guide_next(r->guide, r->space, ci, &value);
     double left = plan->budget_s > 0 ? plan->budget_s - (mono_now() - r->t0) : 0;
     if (plan->budget_s > 0 && left <= 0) {
         r->budget_hit = 1;
@@ -488,6 +486,13 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
      * steps before the recording, three recorded, one more. */
     if (j->recording && to.target_steps < TUNE_RECORD_STEPS)
         to.target_steps = TUNE_RECORD_STEPS;
+    /* The confirmation run soaks: --confirm's steps or time, whichever
+     * ends first, and no noise extension. */
+    if (j->confirm) {
+        to.target_steps = plan->confirm_steps > 0 ? plan->warmup + plan->confirm_steps : 0;
+        to.soak_s = plan->confirm_s;
+        to.extra_steps = 0;
+    }
     j->to = to;
     return 0;
 }
@@ -604,9 +609,14 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     results_trial_seen(&rt, tr);
     snprintf(rt.probe_torch, sizeof rt.probe_torch, "%s", tr->probe_torch);
     snprintf(rt.probe_hook, sizeof rt.probe_hook, "%s", tr->probe_hook);
-    results_add_trial(r->res, &rt);
+    /* The confirmation run is kept apart: the search's trials (and their
+     * count) stay what the search ran. */
+    if (j->confirm)
+        results_add_confirm(r->res, &rt);
+    else
+        results_add_trial(r->res, &rt);
     if (events_on())
-        events_emit("trial_end", results_trial_json(&rt));
+        events_emit(j->confirm ? "confirm_end" : "trial_end", results_trial_json(&rt));
     if (tr->teardown_incomplete)
         tune_say(r, TUNE_NOTE, "warning: a process outside the trial's tree kept its output "
                                "open; gave up waiting for it");
@@ -628,16 +638,9 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         r->status = AB_EXIT_USAGE;
         return 1;
     }
-    const struct results_trial *got = tune_batch_unseen(r, &rt);
+    const struct results_trial *got = j->confirm ? NULL : tune_batch_unseen(r, &rt);
     if (got) {
         tune_explain_seen(r, got, &rt);
-        r->knob_unseen = 1;
-        r->status = AB_EXIT_USAGE;
-        return 1;
-    }
-    const struct results_trial *same = tune_knob_unseen(r, &rt);
-    if (same) {
-        tune_explain_unseen(r, same, &rt);
         r->knob_unseen = 1;
         r->status = AB_EXIT_USAGE;
         return 1;
@@ -678,7 +681,7 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
      * evidence either way. */
     if (!(j->recording && !obs.fit))
         space_record(space, j->ci, &obs);
-    if (plan->replay) {
+    if (plan->replay && !j->confirm) {
         char note[1024];
         guide_record(r->guide, space, j->ci, value, j->recording, obs.fit,
                      r->replay_cpu ? tr->peak_vm_bytes : peak, j->recdir, note, sizeof note);
@@ -761,7 +764,7 @@ void tune_event_start(const struct tune_run *r, const struct tune_job *j)
         json_object_set_new(o, "round", json_integer(j->round));
     if (o && j->slot)
         json_object_set_new(o, "devices", json_string(j->slot->devices));
-    events_emit("trial_start", o);
+    events_emit(j->confirm ? "confirm_start" : "trial_start", o);
 }
 
 /* Run trial j here, with its output shown (through r->run_trial when

@@ -55,6 +55,7 @@ void results_release(struct results *r)
     json_decref(r->replay);
     json_decref(r->run_with);
     json_decref(r->trial_env);
+    json_decref(r->confirm);
     struct results zero = RESULTS_INIT;
     *r = zero;
 }
@@ -81,6 +82,14 @@ int results_run_with(struct results *r, char *const *argv, char *const *env)
     json_decref(r->run_with);
     r->run_with = o;
     return 0;
+}
+
+int results_add_confirm(struct results *r, const struct results_trial *t)
+{
+    if (!r->confirm && !(r->confirm = json_array()))
+        return -1;
+    json_t *o = results_trial_json(t);
+    return o ? json_array_append_new(r->confirm, o) : -1;
 }
 
 int results_trial_env(struct results *r, char *const *vars, const char *const *why, size_t n)
@@ -519,6 +528,9 @@ json_t *results_to_json(const struct results *r)
         json_object_set_new(doc, "choice", results_choice(r));
         if (r->run_with)
             json_object_set_new(doc, "run_with", json_incref(r->run_with));
+        json_object_set_new(doc, "confirm", r->confirm ? json_incref(r->confirm) : json_array());
+        json_object_set_new(json_object_get(doc, "summary"), "confirmed",
+                            json_boolean(r->confirmed && r->best >= 0));
         json_object_set_new(doc, "trial_env",
                             r->trial_env ? json_incref(r->trial_env) : json_array());
     }

@@ -116,6 +116,9 @@ struct results {
     const char *teardown;    /**< "pid-namespace" or "process-tree" (static), or NULL */
     struct json_t *replay;   /**< --replay's predictions (guide_json; owned), or NULL */
     struct json_t *run_with; /**< how to use the choice (results_run_with(); owned), or NULL */
+    struct json_t *confirm;  /**< the choice's confirmation runs (results_add_confirm();
+                                  owned), or NULL: none ran */
+    int confirmed;           /**< the choice passed its confirmation run */
     struct json_t *trial_env; /**< what trials ran with beyond the user's environment
                                    (results_trial_env(); owned), or NULL */
     long best;               /**< index into trials, -1 when nothing chosen */
@@ -133,6 +136,11 @@ void results_release(struct results *r);
 /** Append a trial (copies the strings).  Returns 0 or -1 (ENOMEM). */
 int results_add_trial(struct results *r, const struct results_trial *t);
 int results_add_cell(struct results *r, const struct results_cell *c);
+/**
+ * Append a confirmation run of the choice (--confirm) to the results
+ * file's "confirm" list, apart from "trials".  Returns 0 or -1 (ENOMEM).
+ */
+int results_add_confirm(struct results *r, const struct results_trial *t);
 int results_add_contradiction(struct results *r, const struct results_contradiction *c);
 
 /**

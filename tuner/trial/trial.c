@@ -450,6 +450,9 @@ static void trial_note_step(struct trial_state *st, long before, double rate)
             st->o->hooks.step(st->o->hooks.ctx, now_step, rate);
         if (st->target > 0 && now_step >= st->target && !trial_extend(st))
             trial_stop(st, TRIAL_FIT, mono_now());
+        else if (st->o->soak_s > 0 && now_step > st->o->warmup_steps + 1 &&
+                 mono_now() - st->t0 >= st->o->soak_s)
+            trial_stop(st, TRIAL_FIT, mono_now());
     }
 }
 

@@ -109,6 +109,10 @@ struct trial_opts {
     long extra_steps;    /**< a noisy trial may run this many more steps; 0 = never */
     double noise_rel;    /**< noisy: step-time MAD above this share of the median */
     double trial_timeout_s; /**< 0 = none */
+    /** stop as a fit at the first step after this many seconds from the
+     *  start, once a step past the warm-up was seen (a soak bounded in
+     *  time); 0 = never */
+    double soak_s;
     double hang_timeout_s;  /**< 0 = none */
     double grace_s;      /**< SIGTERM to SIGKILL (at most 0.5 s after an OOM line) */
     uint64_t mem_limit;  /**< RLIMIT_AS for the command; 0 = none */

@@ -268,12 +268,15 @@ void replay_model_release(struct replay_model *m)
     free(m->pair);
     free(m->seg);
     free(m->blk);
+    free(m->from);
     *m = (struct replay_model)REPLAY_MODEL_INIT;
 }
 
 /* Event i's size at b: a size that shrinks as the batch grows stops at 0. */
 static int64_t replay_size(const struct replay_model *m, size_t i, long b)
 {
+    if (m->from && b < m->from[i])
+        return 0; /* a code path's block that smaller sizes do not make */
     double bb = (double)b;
     double s = m->a[i] + m->b[i] * bb + m->c[i] * bb * bb;
     return s < 0 ? 0 : (int64_t)llround(s);
@@ -312,6 +315,12 @@ static int replay_decline(struct replay_model *m, char *why, size_t whylen, cons
  * batches are (plus 64 KiB for an intercept). */
 static int replay_match(int64_t x, int64_t y, double ratio)
 {
+    if (ratio == 0) { /* x is y's size as predicted: the same within 1/32 or 1 KiB */
+        if ((x > 0) != (y > 0))
+            return 0;
+        double ax = fabs((double)x), d = fabs((double)x - (double)y);
+        return d <= 1024 || d <= ax / 32;
+    }
     if (ratio == 1 || x == y)
         return x == y;
     if ((x > 0) != (y > 0))
@@ -324,7 +333,8 @@ static int replay_match(int64_t x, int64_t y, double ratio)
  * Align a and b (Myers' O((n+m)D) diff): the pairs of events they share,
  * in order, into ia[] and ib[] (room for min(na, nb) each), when at most
  * maxd events are in one and not the other.  ratio 1: events match when
- * equal (two steps of one trial); else by replay_match (two trials).
+ * equal (two steps of one trial); 0: when a's predicted size is b's
+ * within 1/32; else by replay_match (two trials).
  * Returns the number of pairs, -1 when more than maxd differ, -2 ENOMEM.
  */
 static long replay_diff(const int64_t *a, size_t na, const int64_t *b, size_t nb, size_t maxd,
@@ -403,7 +413,10 @@ static int replay_fit_steady(int64_t *const *ev, size_t len, const struct replay
                              const long *batch, size_t n, struct replay_model *m, char *why,
                              size_t whylen);
 static int replay_fit_gpu(const struct replay_trace *t, size_t n, const size_t *raw0,
-                          const size_t *s1to2, struct replay_model *m, char *why, size_t whylen);
+                          const size_t *s1to2, const size_t *xpair, struct replay_model *m,
+                          char *why, size_t whylen);
+static int replay_transient(const struct replay_trace *t, const size_t *raw, size_t nev,
+                            const unsigned char *extra, size_t *xpair);
 static int replay_self_check(struct replay_model *m, const struct replay_trace *t,
                              const long *batch, size_t n, char *why, size_t whylen);
 
@@ -422,17 +435,28 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
     /* Each trial's steady step: what its two recorded steps share; then
      * the steady steps of the trials aligned with the first one's. */
     int64_t *ev[3] = { NULL, NULL, NULL };
-    size_t nev[3] = { 0, 0, 0 }, cap = 0;
+    size_t nev[3] = { 0, 0, 0 }, cap = 0, L = n - 1;
     for (size_t k = 0; k < n; k++)
         cap = t[k].nev[0] + t[k].nev[1] > cap ? t[k].nev[0] + t[k].nev[1] : cap;
     size_t *ia = malloc((cap + 1) * sizeof *ia), *ib = malloc((cap + 1) * sizeof *ib);
     size_t *keep = calloc(cap + 1, sizeof *keep);      /* ev[0] index -> trials matched */
     size_t *at[3] = { NULL, NULL, NULL };              /* ev[0] index -> ev[k] index */
-    /* The first trial's step-1 event -> its step-2 event, and ev[0]'s
+    /* The first trial's step-1 event -> its step-2 event, and ev[k]'s
      * events -> their step-2 events: for pairing frees by address. */
     size_t *s1to2 = malloc((t[0].nev[0] + 1) * sizeof *s1to2);
-    size_t *raw0 = malloc((cap + 1) * sizeof *raw0);
-    int rc = ia && ib && keep && s1to2 && raw0 ? 0 : replay_decline(m, why, whylen, "out of memory");
+    size_t *raw[3] = { NULL, NULL, NULL };
+    for (size_t k = 0; k < n; k++)
+        raw[k] = malloc((t[k].nev[1] + 1) * sizeof *raw[k]);
+    /* The largest trial's events that the first does not make: a code
+     * path's transient blocks (see replay.h); xpair: the event that
+     * made the block each of those frees. */
+    unsigned char *xtra = calloc(cap + 1, 1);
+    size_t *xp = malloc((cap + 1) * sizeof *xp), *xpair = NULL;
+    size_t nxtra = 0;
+    long *from = NULL;
+    int rc = ia && ib && keep && s1to2 && raw[0] && raw[1] && (n < 3 || raw[2]) && xtra && xp
+                 ? 0
+                 : replay_decline(m, why, whylen, "out of memory");
     for (size_t i = 0; !rc && i < t[0].nev[0]; i++)
         s1to2[i] = REPLAY_PAIR_NONE;
     for (size_t k = 0; k < n && !rc; k++) {
@@ -453,19 +477,72 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
         }
         for (long i = 0; i < c; i++) {
             ev[k][i] = t[k].ev[1][ib[i]];
-            if (k == 0) {
-                raw0[i] = ib[i];
+            raw[k][i] = ib[i];
+            if (k == 0)
                 s1to2[ia[i]] = ib[i];
-            }
         }
         nev[k] = (size_t)c;
         if (t[k].nev[1] - nev[k] > m->unsteady)
             m->unsteady = t[k].nev[1] - nev[k];
     }
     for (size_t k = 1; k < n && !rc; k++) {
+        double ratio = (double)batch[k] / (double)batch[0];
         size_t maxd = replay_maxd(nev[0], nev[k]);
-        long c = replay_diff(ev[0], nev[0], ev[k], nev[k], maxd,
-                             (double)batch[k] / (double)batch[0], ia, ib);
+        long c = replay_diff(ev[0], nev[0], ev[k], nev[k], maxd, ratio, ia, ib);
+        int switched = 0;
+        if (c == -1) {
+            /* More apart than a few events: a larger trial's code path
+             * that switches on with the size, when what it adds is a
+             * bounded number of transient blocks. */
+            size_t longer = nev[0] > nev[k] ? nev[0] : nev[k];
+            size_t room = longer / REPLAY_SWITCHED_DIV < REPLAY_MAX_SWITCHED
+                              ? longer / REPLAY_SWITCHED_DIV
+                              : REPLAY_MAX_SWITCHED;
+            /* With three sizes, the third aligns against the sizes the
+             * first two predict for it: a switched-on block of the same
+             * size as another event's there is not taken for it. */
+            int64_t *pred = k == 2 && at[1] ? malloc((nev[0] + 1) * sizeof *pred) : NULL;
+            for (size_t i = 0; pred && i < nev[0]; i++) {
+                int64_t s0 = ev[0][i];
+                if (!at[1][i]) {
+                    pred[i] = (int64_t)llround((double)s0 * ratio);
+                    continue;
+                }
+                double s1 = (double)ev[1][at[1][i] - 1];
+                pred[i] = (int64_t)llround((double)s0 + (s1 - (double)s0) *
+                                           (double)(batch[2] - batch[0]) /
+                                           (double)(batch[1] - batch[0]));
+            }
+            c = replay_diff(pred ? pred : ev[0], nev[0], ev[k], nev[k], maxd + room,
+                            pred ? 0 : ratio, ia, ib);
+            free(pred);
+            switched = c >= 0 && nev[0] - (size_t)c <= maxd && nev[k] - (size_t)c <= room;
+            if (switched) {
+                unsigned char *ex = calloc(nev[k] + 1, 1);
+                size_t *pp = malloc((nev[k] + 1) * sizeof *pp);
+                if (!ex || !pp) {
+                    free(ex);
+                    free(pp);
+                    rc = replay_decline(m, why, whylen, "out of memory");
+                    break;
+                }
+                memset(ex, 1, nev[k]);
+                for (long i = 0; i < c; i++)
+                    ex[ib[i]] = 0;
+                switched = replay_transient(&t[k], raw[k], nev[k], ex, pp);
+                if (switched && k == L) {
+                    memcpy(xtra, ex, nev[k]);
+                    memcpy(xp, pp, nev[k] * sizeof *pp);
+                    nxtra = nev[k] - (size_t)c;
+                } else if (switched && nev[k] - (size_t)c > m->unsteady) {
+                    m->unsteady = nev[k] - (size_t)c; /* a middle size's: left out */
+                }
+                free(ex);
+                free(pp);
+            }
+            if (!switched)
+                c = -1;
+        }
         at[k] = c >= 0 ? calloc(nev[0] + 1, sizeof *at[k]) : NULL;
         if (c == -1 || !at[k]) {
             rc = replay_decline(m, why, whylen,
@@ -479,33 +556,104 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
             at[k][ia[i]] = ib[i] + 1;
         }
     }
-    /* The events of the first trial that every other trial has. */
+    /* The events of the first trial that every other trial has, and in
+     * their place among them the largest trial's switched-on ones. */
     size_t len = 0;
-    for (size_t i = 0; !rc && i < nev[0]; i++) {
-        if (keep[i] != n - 1)
-            continue;
-        for (size_t k = 1; k < n; k++)
-            ev[k][len] = ev[k][at[k][i] - 1];
-        raw0[len] = raw0[i];
-        ev[0][len++] = ev[0][i];
+    if (!rc && nxtra) {
+        size_t nl = nev[L];
+        int64_t *mev[3] = { NULL, NULL, NULL };
+        size_t *inv = malloc((nl + 1) * sizeof *inv), *pos = malloc((nl + 1) * sizeof *pos);
+        size_t *mraw = malloc((nl + 1) * sizeof *mraw);
+        xpair = malloc((nl + 1) * sizeof *xpair);
+        from = calloc(nl + 1, sizeof *from);
+        int ok = inv && pos && mraw && xpair && from;
+        for (size_t k = 0; ok && k < n; k++)
+            ok = (mev[k] = malloc((nl + 1) * sizeof *mev[k])) != NULL;
+        for (size_t j = 0; ok && j < nl; j++)
+            inv[j] = pos[j] = REPLAY_PAIR_NONE;
+        for (size_t i = 0; ok && i < nev[0]; i++)
+            if (at[L][i])
+                inv[at[L][i] - 1] = i;
+        for (size_t j = 0; ok && j < nl; j++) {
+            size_t i = inv[j];
+            if (i != REPLAY_PAIR_NONE && keep[i] == n - 1) {
+                for (size_t k = 0; k < n; k++)
+                    mev[k][len] = k == 0 ? ev[0][i] : ev[k][at[k][i] - 1];
+                mraw[len] = raw[0][i];
+                xpair[len] = REPLAY_PAIR_NONE;
+            } else if (i == REPLAY_PAIR_NONE && xtra[j]) {
+                for (size_t k = 0; k < n; k++)
+                    mev[k][len] = ev[L][j]; /* the size recorded, at every size */
+                mraw[len] = REPLAY_PAIR_NONE;
+                from[len] = batch[L];
+                pos[j] = len;
+                xpair[len] = xp[j]; /* an ev[L] index for now */
+            } else {
+                continue;
+            }
+            len++;
+        }
+        for (size_t q = 0; ok && q < len; q++)
+            if (from[q] && xpair[q] != REPLAY_PAIR_NONE)
+                xpair[q] = pos[xpair[q]];
+        if (ok) {
+            for (size_t k = 0; k < n; k++) {
+                free(ev[k]);
+                ev[k] = mev[k];
+                mev[k] = NULL;
+            }
+            free(raw[0]);
+            raw[0] = mraw;
+            mraw = NULL;
+        } else {
+            rc = replay_decline(m, why, whylen, "out of memory");
+        }
+        for (size_t k = 0; k < n; k++)
+            free(mev[k]);
+        free(mraw);
+        free(inv);
+        free(pos);
+        if (!rc && nev[0] + nxtra - len > m->unsteady)
+            m->unsteady = nev[0] + nxtra - len;
+    } else {
+        for (size_t i = 0; !rc && i < nev[0]; i++) {
+            if (keep[i] != n - 1)
+                continue;
+            for (size_t k = 1; k < n; k++)
+                ev[k][len] = ev[k][at[k][i] - 1];
+            raw[0][len] = raw[0][i];
+            ev[0][len++] = ev[0][i];
+        }
+        if (!rc && nev[0] - len > m->unsteady)
+            m->unsteady = nev[0] - len;
     }
-    if (!rc && nev[0] - len > m->unsteady)
-        m->unsteady = nev[0] - len;
     free(ia);
     free(ib);
     free(keep);
+    free(xtra);
+    free(xp);
     for (size_t k = 0; k < 3; k++)
         free(at[k]);
     if (!rc)
         rc = replay_fit_steady(ev, len, t, batch, n, m, why, whylen);
+    if (!rc && nxtra) {
+        m->from = from; /* the model's now */
+        from = NULL;
+        m->nswitched = 0;
+        for (size_t i = 0; i < len; i++)
+            m->nswitched += m->from[i] != 0;
+    }
     if (!rc && m->device == 'g')
-        rc = replay_fit_gpu(t, n, raw0, s1to2, m, why, whylen);
+        rc = replay_fit_gpu(t, n, raw[0], s1to2, xpair, m, why, whylen);
     if (!rc && m->device == 'g')
         rc = replay_self_check(m, t, batch, n, why, whylen);
+    free(from);
+    free(xpair);
     free(s1to2);
-    free(raw0);
-    for (size_t k = 0; k < 3; k++)
+    for (size_t k = 0; k < 3; k++) {
+        free(raw[k]);
         free(ev[k]);
+    }
     return rc;
 }
 
@@ -639,6 +787,59 @@ static size_t addrmap_slot(const struct addrmap *h, uint64_t key, int insert)
     }
 }
 
+/*
+ * Are the events of trial t's steady step marked in extra[] (nev events;
+ * raw[j]: event j's index in the recorded step 2) transient: every
+ * marked allocation freed in the step by a marked free, every marked
+ * free of a marked allocation (paired by address)?  xpair[j], for a
+ * marked free, becomes the index of its allocation.  1 yes, 0 no (or no
+ * memory).
+ */
+static int replay_transient(const struct replay_trace *t, const size_t *raw, size_t nev,
+                            const unsigned char *extra, size_t *xpair)
+{
+    size_t nr = t->nev[1];
+    size_t *rev = malloc((nr + 1) * sizeof *rev);
+    struct addrmap h;
+    int ok = rev && !addrmap_init(&h, nr);
+    for (size_t r = 0; ok && r < nr; r++)
+        rev[r] = SIZE_MAX;
+    for (size_t j = 0; ok && j < nev; j++) {
+        rev[raw[j]] = j;
+        xpair[j] = REPLAY_PAIR_NONE;
+    }
+    for (size_t r = 0; ok && r < nr; r++) {
+        uint64_t a = t->addr[1][r];
+        int x = rev[r] != SIZE_MAX && extra[rev[r]];
+        if (t->ev[1][r] >= 0) {
+            size_t k = addrmap_slot(&h, a, 1);
+            h.st[k] = 1;
+            h.key[k] = a;
+            h.val[k] = r;
+            continue;
+        }
+        size_t k = addrmap_slot(&h, a, 0);
+        if (k == SIZE_MAX) {
+            ok = !x; /* a switched-on free of a block made before the step */
+            continue;
+        }
+        size_t q = h.val[k];
+        int xq = rev[q] != SIZE_MAX && extra[rev[q]];
+        h.st[k] = 2;
+        if (x != xq)
+            ok = 0;
+        else if (x)
+            xpair[rev[r]] = rev[q];
+    }
+    for (size_t k = 0; ok && k < h.cap; k++)
+        if (h.st[k] == 1 && rev[h.val[k]] != SIZE_MAX && extra[rev[h.val[k]]])
+            ok = 0; /* a switched-on block that outlives the step */
+    if (rev)
+        addrmap_release(&h);
+    free(rev);
+    return ok;
+}
+
 /* The allocator rounds every request up to 512 bytes. */
 static int64_t round512(int64_t v)
 {
@@ -704,7 +905,8 @@ static int replay_pair_raw(const struct replay_trace *t, size_t *pr[2], int64_t 
  * persistent segments of the layout at the recording's start.
  */
 static int replay_fit_gpu(const struct replay_trace *t, size_t n, const size_t *raw0,
-                          const size_t *s1to2, struct replay_model *m, char *why, size_t whylen)
+                          const size_t *s1to2, const size_t *xpair, struct replay_model *m,
+                          char *why, size_t whylen)
 {
     m->rank = t[0].rank;
     m->cuda_total = t[0].cuda_total;
@@ -766,13 +968,18 @@ static int replay_fit_gpu(const struct replay_trace *t, size_t n, const size_t *
     for (size_t i = 0; paired && i < n1; i++)
         r2m[i] = REPLAY_PAIR_NONE;
     for (size_t i = 0; paired && i < m->n; i++)
-        r2m[raw0[i]] = i;
+        if (raw0[i] != REPLAY_PAIR_NONE)
+            r2m[raw0[i]] = i;
     for (size_t i = 0; paired && i < m->n; i++) {
-        size_t q = pr[1][raw0[i]], j = REPLAY_PAIR_NONE;
         if (!m->frees[i]) {
             m->pair[i] = REPLAY_PAIR_NONE;
             continue;
         }
+        if (raw0[i] == REPLAY_PAIR_NONE) { /* a switched-on block: made in the step */
+            m->pair[i] = xpair ? xpair[i] : REPLAY_PAIR_NONE;
+            continue;
+        }
+        size_t q = pr[1][raw0[i]], j = REPLAY_PAIR_NONE;
         if (q == REPLAY_PAIR_BEFORE) {
             m->pair[i] = REPLAY_PAIR_BEFORE;
         } else if (q >= n0) { /* made in the same step */
@@ -1126,3 +1333,4 @@ long replay_predict_on(const struct replay_model *m, long min, long max, long st
 {
     return predict_by(m, min, max, step, 0, dev, need);
 }
+

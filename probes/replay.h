@@ -12,6 +12,16 @@
  * linear fit is checked on it and, where it is wrong (a B x B attention
  * matrix), a quadratic through the three is used instead.
  *
+ * One exception: a kernel may switch to another code path as the batch
+ * grows (PyTorch's reductions take a global buffer and semaphores once
+ * the rows are many: a bias gradient at micro-batch 4 and not 2 or 3).
+ * The largest recorded size then makes blocks the smaller ones do not.
+ * When they are transient (each freed by the step that made it, as a
+ * workspace is) and at most 1/8 of the step, they are modelled from the
+ * smallest size that makes them on, at the size recorded (such a buffer
+ * is bounded by the device's grid, not the batch); otherwise the traces
+ * do not align and the model declines.
+ *
  * The model declines, with a reason, whenever that premise fails: a
  * trace cut short, two steps of one trial that differ in more than a few
  * events (data-dependent shapes: variable-length batches; the few that a
@@ -129,6 +139,13 @@ struct replay_model {
     int64_t floor;          /**< CPU: VmPeak before recording at the smallest recorded size
                                  (start-up, data preparation, two small steps) */
     size_t unsteady;        /**< events of a recorded step left out: in one step, not the other */
+    /** Events only the largest recorded size makes: transient blocks (each
+     *  freed in the step that made it) of a code path that switches on as
+     *  the batch grows (a reduction's global buffer, a kernel's workspace).
+     *  They are kept at their size there, for b >= from[i]; from is NULL
+     *  when there are none (every event at every size). */
+    long *from;
+    size_t nswitched;
     /* GPU */
     size_t *pair;           /**< frees: their allocations by address (REPLAY_PAIR_*);
                                  NULL: a free takes the newest live block of its size */
@@ -149,6 +166,12 @@ struct replay_model {
 /** At most this many events (and 2% of a step's) may differ between the
  *  two recorded steps of one trial; they are left out of the model. */
 #define REPLAY_MAX_UNSTEADY 64
+/** Between trials, a larger one may make up to this fraction of its step
+ *  (1/REPLAY_SWITCHED_DIV) in transient blocks the smaller one does not:
+ *  a code path that switches on with the size (see replay_model.from). */
+#define REPLAY_SWITCHED_DIV 8
+/** ... and at most this many events. */
+#define REPLAY_MAX_SWITCHED 1024
 
 #define REPLAY_MODEL_INIT { .device = 'c', .cuda_total = -1 }
 

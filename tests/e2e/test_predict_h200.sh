@@ -85,15 +85,22 @@ echo "gpt expandable at the card: $got"
 got=$(predict gpt-expandable "$(fraction gpt-expandable)")
 within "$got" 42 45 "gpt expandable, 16 GiB fraction"
 
-# gpt with checkpointing: 69 held back, 71 under the fraction.
-got=$(predict gpt-ckpt-default "$(card gpt-ckpt-default)")
-case $got in
-  declined:*) echo "gpt-ckpt: $got" ;;
-  *) within "$got" 69 69 "gpt-ckpt default, 16 GiB card" ;;
-esac
-got=$(predict gpt-ckpt-default "$(fraction gpt-ckpt-default)")
-case $got in
-  declined:*) echo "gpt-ckpt: $got" ;;
-  *) within "$got" 71 71 "gpt-ckpt default, 16 GiB fraction" ;;
-esac
+# gpt with checkpointing: 69 held back, 71 under the fraction.  At 4 the
+# bias gradients' reductions switch to a global buffer (192 transient
+# events that 2 and 3 do not make): the traces align with them kept from
+# 4 on.  Replayed from the layout at 2, the allocator at 4 reserves 466
+# MiB less than the trainer did (its 198 MiB logits segments), so the
+# self-check declines; a prediction must lie within one of the real one.
+for cap in "$(card gpt-ckpt-default)" "$(fraction gpt-ckpt-default)"; do
+  got=$(predict gpt-ckpt-default "$cap")
+  case $got in
+    *"do not align"*) fail "gpt-ckpt: the switched-on code path is not aligned: $got" ;;
+    declined:*) echo "gpt-ckpt: $got" ;;
+    *) if [ "$cap" = "$(card gpt-ckpt-default)" ]; then
+         within "$got" 69 69 "gpt-ckpt default, 16 GiB card"
+       else
+         within "$got" 71 71 "gpt-ckpt default, 16 GiB fraction"
+       fi ;;
+  esac
+done
 pass "predict on the H200 traces"

@@ -17,9 +17,6 @@ source "$(dirname "$0")/lib.sh"
 PY=${AB_PYTHON:-/usr/bin/python3}
 "$PY" -c "import torch" 2>/dev/null || fail "$PY cannot import torch: apt-get install python3-torch"
 TRAIN="$AB_SOURCE_DIR/examples/pytorch/train_longtail.py"
-# autobatch gives a trial none of the AUTOBATCH_* variables of its own
-# environment: the command sets the probe's switch itself.
-OFF=(env AUTOBATCH_WORST_CASE=off)
 
 # ---- the constants (Debian's torch 1.13 on x86-64; see the direct checks)
 CAP_KB=770000   # --trial-memory-limit / ulimit -v; a process's VmPeak is ~650 MB
@@ -56,8 +53,8 @@ pass "direct: a full epoch fits up to $N (of $SAFE..$BIG); at $BIG it trains $tr
 
 # --- one trial at BIG: with the worst case off it meets only short batches
 t1=$SECONDS
-"$AUTOBATCH" --quiet "${COMMON[@]}" --batch $BIG:$BIG --json "$WORK/off.json" -- \
-  "${OFF[@]}" "$PY" "$TRAIN" --samples $SAMPLES >"$WORK/off.out" 2>&1 || fail "worst case off: exit $? $(tail -3 "$WORK/off.out")"
+"$AUTOBATCH" --quiet "${COMMON[@]}" --worst-case off --batch $BIG:$BIG --json "$WORK/off.json" -- \
+  "$PY" "$TRAIN" --samples $SAMPLES >"$WORK/off.out" 2>&1 || fail "worst case off: exit $? $(tail -3 "$WORK/off.out")"
 assert_eq fit "$(jqr '.trials[0].outcome' "$WORK/off.json")" "worst case off: the trial at $BIG"
 # --- ... and with the default it meets the long batch and runs out of memory
 rc=0
@@ -93,4 +90,14 @@ got=$(jqr '.max_fit[0].micro_batch' "$WORK/search.json")
 best=$(jqr '.best.micro_batch' "$WORK/search.json")
 epoch "$best" || fail "search: the chosen $best does not survive a full epoch: $(tail -2 "$WORK/epoch-$best.out")"
 pass "search: largest fit $got (full epoch: $N), chosen $best survives a full epoch ($(jqr '.summary.trials' "$WORK/search.json") trials, $((SECONDS - t2))s)"
+
+# --- a scan that cannot see everything says so, with a margin to keep
+"$AUTOBATCH" --worst-case scan --worst-case-scan 0.02s --batch 4:4 --steps 2 --warmup 1 \
+  --no-cache --confirm 2 --json "$WORK/scan.json" -- "$PY" "$TRAIN" --samples 40000 \
+  >"$WORK/scan.out" 2>&1 || fail "scan: exit $? $(tail -3 "$WORK/scan.out")"
+assert_eq "scan false" "$(jqr '.trials[0].worst_case | "\(.mode) \(.whole)"' "$WORK/scan.json")" \
+  "scan: the record of a partial scan"
+grep -q "warning: the probe saw .* batches of the data .*not all of them.*--headroom" "$WORK/scan.out" \
+  || fail "scan: the answer does not say the data was not all seen: $(grep autobatch: "$WORK/scan.out")"
+pass "a partial scan is said in the answer, with a margin"
 assert_no_leftovers

@@ -30,7 +30,7 @@ enum opt_id {
     O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_SHOW_OUTPUT, O_STEPS, O_KEEP_TRACES,
     O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
     O_WEBHOOK_INSECURE, O_VERSION, O_WARMUP,
-    O_WORLD_SIZE, O_WRITE,
+    O_WORLD_SIZE, O_WORST_CASE, O_WORST_CASE_SCAN, O_WRITE,
 };
 
 struct opt {
@@ -85,6 +85,8 @@ static const struct opt cli_opts[] = {
     { "webhook-format", OPT_STRING, 0, O_WEBHOOK_FORMAT },
     { "webhook-insecure", OPT_FLAG, 0, O_WEBHOOK_INSECURE },
     { "world-size", OPT_COUNT, 0, O_WORLD_SIZE },
+    { "worst-case", OPT_STRING, 0, O_WORST_CASE },
+    { "worst-case-scan", OPT_DURATION, 0, O_WORST_CASE_SCAN },
     { "write", OPT_FLAG, 0, O_WRITE },
 };
 
@@ -129,6 +131,11 @@ static const char cli_usage[] =
 "                        STEPS measured steps or D (default 20 steps or 60s,\n"
 "                        whichever ends first); a failure moves the choice down\n"
 "  --no-confirm          skip that confirmation run\n"
+"  --worst-case off|auto|scan  make each trial meet the batches that need the most\n"
+"                        memory first: auto orders them by a length signal of the\n"
+"                        dataset (lengths, durations, ...), else scans; scan always\n"
+"                        scans the loader's batches (default auto; needs the probe)\n"
+"  --worst-case-scan D   how long a scan may look at batches (default 30s)\n"
 "  --no-probe            do not load the in-process probe into Python trials\n"
 "  --replay              record two small trials' allocations per cell, predict the\n"
 "                        boundary, and run the prediction and the size above first\n"
@@ -338,6 +345,16 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_GLOBAL_BATCH: p->global_batch = n; break;
     case O_NO_CACHE: p->no_cache = 1; break;
     case O_NO_CONFIRM: p->no_confirm = 1; break;
+    case O_WORST_CASE:
+        if (strcmp(arg, "off") && strcmp(arg, "auto") && strcmp(arg, "scan"))
+            return cli_bad("--worst-case '%s': use off, auto or scan", arg);
+        p->worst_case = arg;
+        break;
+    case O_WORST_CASE_SCAN:
+        if (d <= 0)
+            return cli_bad("--worst-case-scan '%s': a duration above 0, e.g. 30s", arg);
+        p->worst_case_scan_s = d;
+        break;
     case O_CONFIRM:
         if (arg[0] >= '0' && arg[0] <= '9' && strspn(arg, "0123456789") == strlen(arg)) {
             if (units_long(arg, 1, 1000000000L, &n))
@@ -469,7 +486,7 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
         .trial_timeout_s = 20 * 60, .hang_timeout_s = 5 * 60, .budget_s = 0, .grace_s = 3,
         .ckpt_off = 1, .regression_threshold = 0.05, .webhook_format = "generic",
         .gpus_per_trial = 1, .emulate_with = "preload",
-        .confirm_steps = 20, .confirm_s = 60,
+        .confirm_steps = 20, .confirm_s = 60, .worst_case = "auto", .worst_case_scan_s = 30,
     };
     *p = def;
     int i = 1;

@@ -14,6 +14,30 @@
 #include "control/choose.h"
 #include "control/session.h"
 
+/*
+ * The worst case could not be seen whole (a bounded scan, an iterable
+ * dataset): say so, with what was seen and a margin to keep.  The margin
+ * is how far the largest batch seen stood above the second largest, as a
+ * share of it (at least 5%, at most 50%): a batch that far above the
+ * largest would need about that much more of the memory that grows with
+ * the batch.  A guess, labelled as one; nothing is said when the whole
+ * dataset was seen or the probe planned nothing.
+ */
+static void summary_unseen(FILE *say, const struct results_trial *b)
+{
+    const struct inproc_worst *w = &b->worst;
+    if (!w->mode[0] || w->whole || strcmp(w->mode, "scan") || w->nsizes < 1)
+        return;
+    double gap = w->nsizes >= 2 && w->sizes[0] > 0 ? (w->sizes[0] - w->sizes[1]) / w->sizes[0] : 0;
+    int pct = (int)(100 * gap + 0.5);
+    pct = pct < 5 ? 5 : pct > 50 ? 50 : pct;
+    fprintf(say, "autobatch: warning: the probe saw %ld batches of the data (a %.2gs scan), not "
+                 "all of them: the largest had %.0f elements (median %.0f); a larger batch later "
+                 "may not fit. Keep a margin, e.g. --headroom %d (a guess from the gap between "
+                 "the largest batches seen)\n", w->batches_seen, w->scan_s, w->sizes[0],
+            w->median, pct);
+}
+
 /* Whether the choice passed its confirmation run, and what that run saw. */
 static void summary_confirmed(FILE *say, const struct plan *plan, const struct results *res,
                               const struct results_trial *b)
@@ -133,6 +157,7 @@ void summary_say(FILE *say, const struct session *s, const struct tune_run *run,
                 b->grad_accum, b->checkpointing ? "on" : "off", rate, res->ntrials, res->wall_s,
                 bounded ? "; the top of --batch fitted, raise MAX to look further" : "");
         summary_confirmed(say, plan, res, b);
+        summary_unseen(say, b);
         summary_runner_up(say, res, unit);
         summary_headroom(say, res, &s->space, &s->gpu, plan->headroom, unit);
         summary_effective_batch(say, plan, &s->setup, b);

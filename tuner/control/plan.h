@@ -44,6 +44,8 @@ struct plan {
     long confirm_steps;
     double confirm_s;
     int no_confirm;
+    const char *worst_case;   /**< --worst-case off|auto|scan (auto) */
+    double worst_case_scan_s; /**< --worst-case-scan D: the bound on a scan (30 s) */
     int no_probe;             /**< --no-probe */
     int replay;               /**< --replay: guide the search with the replay probe */
     const char *keep_traces;  /**< --keep-traces DIR, or NULL */

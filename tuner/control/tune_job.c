@@ -304,6 +304,14 @@ static int tune_job_env(const struct tune_run *r, struct tune_job *j)
         rc |= tune_env_set(env, "CUDA_VISIBLE_DEVICES", j->slot->devices);
         rc |= tune_env_set(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     }
+    /* The probe's worst case first (probes/python/sitecustomize.py). */
+    if (!plan->no_probe) {
+        char n[32];
+        snprintf(n, sizeof n, "%g", plan->worst_case_scan_s);
+        rc |= tune_env_set(env, "AUTOBATCH_WORST_CASE", plan->worst_case ? plan->worst_case : "auto");
+        if (plan->worst_case_scan_s > 0)
+            rc |= tune_env_set(env, "AUTOBATCH_WORST_CASE_SCAN", n);
+    }
     if (plan->emulate_bytes) {
         char n[32];
         snprintf(n, sizeof n, "%llu", (unsigned long long)plan->emulate_bytes);

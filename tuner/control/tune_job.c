@@ -129,21 +129,28 @@ static void tune_explain_no_steps(const struct tune_run *r, const struct trial_r
                            "(progress.line)");
 }
 
-/* How a preset's knob reaches the command, by enum knob_via. */
-static const char *const tune_via[] = { "nothing", "flag", "Hydra override", "config key",
-                                        "accelerate config key", "environment variable" };
+/* The batch knob does not reach the trainer: what showed it (why, a
+ * sentence), where the preset put the knob, and the fix.  Exit 2 follows. */
+static void tune_knob_unreached(const struct tune_run *r, const char *why)
+{
+    static const char *const via[] = { "nothing", "flag", "Hydra override", "config key",
+                                       "accelerate config key", "environment variable" };
+    const struct preset *p = &r->setup->preset;
+    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
+    tune_say(r, TUNE_ERROR, "%s: the batch knob (preset '%s', %s '%s') does not reach the "
+                            "trainer; say where it reads its batch size with --knob "
+                            "micro_batch=WHERE or pick another --preset",
+             why, p->name, via[k->via], k->where ? k->where : "");
+}
 
 /* The probe saw the trainer's DataLoader use another batch size. */
 static void tune_explain_mismatch(const struct tune_run *r, const struct trial_result *tr,
                                   long value)
 {
-    const struct preset *p = &r->setup->preset;
-    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
-    tune_say(r, TUNE_ERROR, "the trainer's DataLoader uses batch_size=%ld where autobatch passed "
-                            "micro_batch=%ld (preset '%s', %s '%s'): that knob does not reach "
-                            "the trainer; say where it reads its batch size with --knob "
-                            "micro_batch=WHERE or pick another --preset",
-             tr->loader_batch, value, p->name, tune_via[k->via], k->where ? k->where : "");
+    char why[256];
+    snprintf(why, sizeof why, "the trainer's DataLoader uses batch_size=%ld where autobatch "
+                              "passed micro_batch=%ld", tr->loader_batch, value);
+    tune_knob_unreached(r, why);
 }
 
 /*
@@ -174,20 +181,15 @@ static int tune_same_fit(const struct results_trial *a, const struct results_tri
     return dt <= 3 * (ma + mb) + 0.10 * a->step_time_s;
 }
 
-/* Say that the batch knob did not reach the trainer, and how to fix it. */
+/* Two fits that look alike from outside (tune_same_fit). */
 static void tune_explain_unseen(const struct tune_run *r, const struct results_trial *a,
                                 const struct results_trial *b)
 {
-    const struct results_trial *small = a->micro_batch < b->micro_batch ? a : b;
-    const struct results_trial *t = small == a ? b : a;
-    const struct preset *p = &r->setup->preset;
-    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
-    tune_say(r, TUNE_ERROR, "micro_batch=%ld and micro_batch=%ld ran with the same memory and "
-                            "the same time per step (%.3gs, %.3gs): the batch knob (preset '%s', "
-                            "%s '%s') does not reach the trainer; say where it reads its batch "
-                            "size with --knob micro_batch=WHERE or pick another --preset",
-             small->micro_batch, t->micro_batch, small->step_time_s, t->step_time_s, p->name,
-             tune_via[k->via], k->where ? k->where : "");
+    char why[256];
+    snprintf(why, sizeof why, "micro_batch=%ld and micro_batch=%ld ran with the same memory and "
+                              "the same time per step (%.3gs, %.3gs)", a->micro_batch,
+             b->micro_batch, a->step_time_s, b->step_time_s);
+    tune_knob_unreached(r, why);
 }
 
 int tune_knob_check(struct tune_run *r)
@@ -258,15 +260,11 @@ static const struct results_trial *tune_batch_unseen(const struct tune_run *r,
 static void tune_explain_seen(const struct tune_run *r, const struct results_trial *a,
                               const struct results_trial *b)
 {
-    const struct preset *p = &r->setup->preset;
-    const struct preset_knob *k = &p->knobs[KNOB_MICRO_BATCH];
-    tune_say(r, TUNE_ERROR, "the model got batches of %ld at micro_batch=%ld and at "
-                            "micro_batch=%ld (the in-process probe saw its first input): the "
-                            "batch knob (preset '%s', %s '%s') does not reach the trainer; say "
-                            "where it reads its batch size with --knob micro_batch=WHERE or pick "
-                            "another --preset",
-             b->batch_seen, a->micro_batch, b->micro_batch, p->name, tune_via[k->via],
-             k->where ? k->where : "");
+    char why[256];
+    snprintf(why, sizeof why, "the model got batches of %ld at micro_batch=%ld and at "
+                              "micro_batch=%ld (the in-process probe saw its first input)",
+             b->batch_seen, a->micro_batch, b->micro_batch);
+    tune_knob_unreached(r, why);
 }
 
 /* Each tick of a trial here: sample the GPU, then the view's tick (the
@@ -536,7 +534,7 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         r->status = AB_EXIT_USAGE;
         return 1;
     }
-    int64_t peak = j->peak;
+    int64_t peak = gpu_trial_view(r->gpu, j->peak, tr); /* the probe's CUDA view, else NVML's */
     /* Samples per step: the world size the trainer really runs with when
      * the probe saw it; a step printed per micro-batch (the preset says
      * so) carries no accumulation. */
@@ -581,6 +579,10 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         tune_say(r, TUNE_NOTE, "the in-process probe could not see everything: %s",
                  tr->probe_error);
     }
+    if (tr->outcome == TRIAL_FIT && tr->alloc_retries > 0) /* results: "at_edge" */
+        tune_say(r, TUNE_NOTE, "micro_batch=%ld fit at the edge: the allocator freed its cache and "
+                               "retried %ld times (rank %ld); usually slower", value,
+                 tr->alloc_retries, tr->alloc_retries_rank);
     double sps = tr->step_time_s > 0 && !shared ? samples / tr->step_time_s : -1;
     if (j->in_worker && r->view.trial_start) /* its start was not shown: say it with its end */
         r->view.trial_start(r->view.ctx, j->id, value, cell->grad_accum, cell->checkpointing,

@@ -97,6 +97,7 @@ static int fake_run(void *ctx, const struct trial_spec *spec, const struct trial
         out->step_time_s = 0.1 + 0.01 * (double)mb;
         out->step_time_mad_s = 0.001;
         out->peak_mem_bytes = (int64_t)((10.0 + (double)mb) * GIB);
+        out->batch_seen = mb; /* the probe saw the model get the size passed */
         return 0;
     }
     /* PyTorch's message: the allocation that failed brings the need to

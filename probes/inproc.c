@@ -96,6 +96,7 @@ int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
     ev->step = -1;
     ev->t = -1;
     ev->seen = ev->elems = ev->tokens = -1;
+    ev->retries = ev->outside = ev->cuda_total = -1;
     if (len == 0 || len > 4096 || line[0] != '{')
         return 0;
     json_t *o = json_loadb(line, len, JSON_REJECT_DUPLICATES, NULL);
@@ -136,12 +137,16 @@ int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
         ev->forwards = (long)inproc_int(o, "fw", 0, INPROC_MAX_STEP);
         ev->elems = inproc_int(o, "elems", 0, INPROC_MAX_BYTES);
         ev->tokens = inproc_int(o, "tok", 0, INPROC_MAX_BYTES);
+        ev->retries = inproc_int(o, "retries", 0, INPROC_MAX_STEP);
+        ev->outside = inproc_int(o, "outside", 0, INPROC_MAX_BYTES);
+        ev->cuda_total = inproc_int(o, "ctotal", 1, INPROC_MAX_BYTES);
         json_t *t = json_object_get(o, "t");
         ev->t = json_is_number(t) ? json_number_value(t) : -1;
         ok = ev->rank >= -1 && ev->world >= -1 && ev->step >= 1 && ev->reserved >= -1 &&
              ev->allocated >= -1 && ev->held >= -1 && ev->batch_size >= -1 && ev->batch_len >= -1 &&
              ev->batches >= -1 && ev->vm_peak_kb >= -1 && isfinite(ev->t) && ev->t >= 0 && ev->t < 1e12 &&
-             ev->seen >= -1 && ev->forwards >= -1 && ev->elems >= -1 && ev->tokens >= -1;
+             ev->seen >= -1 && ev->forwards >= -1 && ev->elems >= -1 && ev->tokens >= -1 &&
+             ev->retries >= -1 && ev->outside >= -1 && ev->cuda_total >= -1;
         if (ev->forwards < 0 || ev->seen < 0) /* absent (an older probe) or not all seen */
             ev->forwards = 0;
         if (!ev->forwards)

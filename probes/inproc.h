@@ -68,6 +68,10 @@ struct inproc_event {
     long forwards;         /**< forwards of the outermost module; 0 none seen or unknown */
     long long elems;       /**< most elements of one forward's first tensor; -1 unknown */
     long long tokens;      /**< leading x second dimension summed (padded frames/tokens); -1 unknown */
+    /* CUDA, from the caching allocator and cuMemGetInfo at the step's end. */
+    long long retries;     /**< allocator free-and-retry passes during the step; -1 unknown */
+    long long outside;     /**< device memory outside the allocator (total - free - reserved); -1 unknown */
+    long long cuda_total;  /**< the device's total as CUDA sees it (first CUDA step); -1 unknown */
     struct inproc_worst worst; /**< a "worst" line */
     char text[160];        /**< torch version ("torch"), or what failed ("error") */
     char hook[16];         /**< "global" or "wrap" ("torch") */

@@ -14,11 +14,20 @@
 #       torch < 2.0);
 #   {"ab":"step","pid":P,"rank":R,"world":W,"step":N,"t":T,
 #    "res":B,"alloc":B,"held":B,"bs":S,"blen":S,"nb":K,"vm":KB,
-#    "seen":S,"fw":F,"elems":E,"tok":X}
+#    "seen":S,"fw":F,"elems":E,"tok":X,"retries":Y,"outside":B,"ctotal":B}
 #       the N-th real optimizer step of this process finished at T
 #       (time.monotonic(), the system's CLOCK_MONOTONIC); on CUDA the
 #       step's peak bytes reserved and allocated by the caching
-#       allocator (reset after each step); the training DataLoader's
+#       allocator (reset after each step), "held" the bytes allocated at
+#       the step's end, "retries" the times the allocator freed its cache
+#       and retried a failed allocation during the step (the delta of
+#       memory_stats()["num_alloc_retries"]: a fit that needed it is at
+#       the edge), "outside" the device's memory outside the caching
+#       allocator at the step's end (cuMemGetInfo's total - free -
+#       reserved: the CUDA context, other libraries, other processes), and
+#       "ctotal" the device's total as CUDA sees it (on the process's first
+#       CUDA step only, else null; NVML's total is larger); all null off
+#       CUDA or when torch could not say; the training DataLoader's
 #       batch size, the length of the last batch it yielded, and the
 #       batches fetched since the previous step; with AUTOBATCH_VMPEAK
 #       set, the process's peak address space so far (VmPeak, kB; null
@@ -131,6 +140,8 @@ class _Probe(object):
         self.broken = False
         self.recorder = None     # _Recorder when AUTOBATCH_RECORD is set
         self.vmpeak = False      # report VmPeak with each step
+        self.retries_seen = None # the allocator's num_alloc_retries at the last step
+        self.ctotal_said = False # the device's CUDA total was reported
         # What the model gets (the outermost module's forwards, per step)
         self.model = None        # the module whose forwards count, once found
         self.fw_hooks = []       # global module hooks, until it is found
@@ -188,19 +199,38 @@ class _Probe(object):
     def memory(self):
         """Peak bytes reserved and allocated since the last step, then reset;
         and the bytes allocated now, at the step's end (weights, gradients,
-        optimizer state: what the next step starts from)."""
+        optimizer state: what the next step starts from).  Then the step's
+        allocator retries, the memory outside the allocator now, and the
+        device's CUDA total on the first CUDA step (else None)."""
         try:
             cuda = self.torch.cuda
             if not cuda.is_initialized():
-                return None, None, None
+                return None, None, None, None, None, None
             dev = cuda.current_device()
             res = cuda.max_memory_reserved(dev)
             alloc = cuda.max_memory_allocated(dev)
             held = cuda.memory_allocated(dev)
             cuda.reset_peak_memory_stats(dev)
-            return res, alloc, held
         except Exception:
-            return None, None, None
+            return None, None, None, None, None, None
+        retries = outside = ctotal = None
+        try:
+            n = cuda.memory_stats(dev).get("num_alloc_retries")
+            if n is not None:
+                last = self.retries_seen
+                retries = max(0, int(n) - last) if last is not None else int(n)
+                self.retries_seen = int(n)
+        except Exception:
+            pass
+        try:
+            free, total = cuda.mem_get_info(dev)
+            outside = max(0, int(total) - int(free) - int(cuda.memory_reserved(dev)))
+            if not self.ctotal_said:
+                self.ctotal_said = True
+                ctotal = int(total)
+        except Exception:
+            pass
+        return res, alloc, held, retries, outside, ctotal
 
     # ------------------------------------------------------------ hooks
 
@@ -219,16 +249,17 @@ class _Probe(object):
         t = _monotonic()
         self.steps += 1
         rank, world = self.where()
-        res, alloc, held = self.memory()
+        res, alloc, held, retries, outside, ctotal = self.memory()
         vm = _vm_kb("VmPeak") if self.vmpeak else None
         known = self.fw > 0 and not self.fw_blind
         self.emit('{"ab":"step","pid":%d,"rank":%d,"world":%d,"step":%d,"t":%.6f,'
                   '"res":%s,"alloc":%s,"held":%s,"bs":%s,"blen":%s,"nb":%d,"vm":%s,'
-                  '"seen":%s,"fw":%d,"elems":%s,"tok":%s}'
+                  '"seen":%s,"fw":%d,"elems":%s,"tok":%s,"retries":%s,"outside":%s,"ctotal":%s}'
                   % (self.pid, rank, world, self.steps, t, _num(res), _num(alloc), _num(held),
                      _num(self.bs), _num(self.blen), self.batches, _num(vm),
                      _num(self.seen if known else None), self.fw if known else 0,
-                     _num(self.elems if known else None), _num(self.tok if known else None)))
+                     _num(self.elems if known else None), _num(self.tok if known else None),
+                     _num(retries), _num(outside), _num(ctotal)))
         self.batches = 0
         self.fw = self.seen = self.elems = self.tok = 0
         self.fw_blind = False

@@ -53,6 +53,40 @@ static void test_nulls_are_unknown(void **state)
     assert_int_equal(ev.batches, 0);
 }
 
+/* Issue 25 item 6: the allocator's retries, the memory outside it and
+ * CUDA's total; absent (an older probe, off CUDA) they are unknown. */
+static void test_step_cuda_fields(void **state)
+{
+    (void)state;
+    struct inproc_event ev;
+    assert_int_equal(parse("{\"ab\":\"step\",\"pid\":9,\"rank\":0,\"world\":1,\"step\":1,\"t\":1.5,"
+                           "\"res\":1073741824,\"retries\":3,\"outside\":545259520,"
+                           "\"ctotal\":150109880320}", &ev), 1);
+    assert_int_equal(ev.retries, 3);
+    assert_int_equal(ev.outside, 545259520LL);
+    assert_int_equal(ev.cuda_total, 150109880320LL);
+    assert_int_equal(parse("{\"ab\":\"step\",\"pid\":9,\"rank\":0,\"world\":1,\"step\":2,\"t\":1.5,"
+                           "\"res\":1,\"retries\":0,\"outside\":0,\"ctotal\":null}", &ev), 1);
+    assert_int_equal(ev.retries, 0);
+    assert_int_equal(ev.outside, 0);
+    assert_int_equal(ev.cuda_total, -1);
+    assert_int_equal(parse("{\"ab\":\"step\",\"pid\":9,\"rank\":0,\"world\":1,\"step\":2,\"t\":1.5}",
+                           &ev), 1);
+    assert_int_equal(ev.retries, -1);
+    assert_int_equal(ev.outside, -1);
+    assert_int_equal(ev.cuda_total, -1);
+    /* Out of range or of the wrong type: no event. */
+    const char *bad[] = {
+        "{\"ab\":\"step\",\"pid\":9,\"step\":1,\"t\":1,\"retries\":-1}",
+        "{\"ab\":\"step\",\"pid\":9,\"step\":1,\"t\":1,\"outside\":-5}",
+        "{\"ab\":\"step\",\"pid\":9,\"step\":1,\"t\":1,\"ctotal\":0}",
+        "{\"ab\":\"step\",\"pid\":9,\"step\":1,\"t\":1,\"outside\":1.5}",
+        "{\"ab\":\"step\",\"pid\":9,\"step\":1,\"t\":1,\"retries\":\"2\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_int_equal(parse(bad[i], &ev), 0);
+}
+
 static void test_torch_and_error_lines(void **state)
 {
     (void)state;
@@ -272,7 +306,8 @@ static void test_probe_documents_its_fields(void **state)
     fclose(f);
     buf[n] = '\0';
     const char *doc[] = {
-        "\"seen\":S,\"fw\":F,\"elems\":E,\"tok\":X}",
+        "\"seen\":S,\"fw\":F,\"elems\":E,\"tok\":X,\"retries\":Y,\"outside\":B,\"ctotal\":B}",
+        "num_alloc_retries", "total - free -",
         "{\"ab\":\"worst\",\"pid\":P,\"rank\":R,\"mode\":M,\"signal\":G,\"batches_seen\":N,",
         "\"whole\":W,\"elems\":E,\"longest\":L,\"position\":I,\"median\":D,\"first\":K,",
         "\"scan_s\":S,\"sizes\":[E1,E2,...]}",
@@ -320,6 +355,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_line),
         cmocka_unit_test(test_nulls_are_unknown),
+        cmocka_unit_test(test_step_cuda_fields),
         cmocka_unit_test(test_torch_and_error_lines),
         cmocka_unit_test(test_out_of_range_rejected),
         cmocka_unit_test(test_step_seen_fields),

@@ -18,6 +18,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "output/results.h"
+#include "trial/gpu.h"
 #include "trial/proctree.h"
 #include "trial/trial.h"
 
@@ -118,6 +122,88 @@ static void test_probe_steps_and_mismatch(void **state)
     assert_int_equal(res.outcome, TRIAL_MISMATCH);
     assert_non_null(strstr(res.evidence, "batch_size=4"));
     assert_true(res.wall_s < 5.0);
+    unlink(path);
+}
+
+/* Issue 25 item 6: the probe's CUDA figures steer the search.  Two ranks;
+ * rank 1 holds more outside the allocator (its CUDA context and NCCL) and
+ * needed allocator retries: the trial's CUDA view is its reserved peak
+ * plus that, the capacity CUDA's total, and the fit is at the edge. */
+static void test_probe_cuda_view(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/ab-trial-probe-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    char script[1600];
+    snprintf(script, sizeof script,
+             "printf '{\"ab\":\"torch\",\"pid\":77,\"rank\":0,\"version\":\"2.8.0\",\"hook\":\"global\"}\\n' >> %s; "
+             "for i in 1 2 3 4; do "
+             "c=null; [ $i = 1 ] && c=150000; "
+             "printf '{\"ab\":\"step\",\"pid\":78,\"rank\":1,\"world\":2,\"step\":%%d,\"t\":%%d.5,"
+             "\"res\":900,\"alloc\":700,\"retries\":%%d,\"outside\":400,\"ctotal\":%%s}\\n' $i $i $((i %% 2)) $c >> %s; "
+             "printf '{\"ab\":\"step\",\"pid\":77,\"rank\":0,\"world\":2,\"step\":%%d,\"t\":%%d,"
+             "\"res\":1000,\"alloc\":800,\"retries\":0,\"outside\":200,\"ctotal\":%%s}\\n' $i $i "
+             "$( [ $i = 1 ] && echo 160000 || echo null ) >> %s; "
+             "sleep 0.05; done; sleep 30", path, path, path);
+    struct trial_opts o = opts();
+    o.probe_path = path;
+    o.target_steps = 4;
+    o.warmup_steps = 1;
+    run_sh(script, &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.peak_mem_bytes, 1000);   /* the reserved peak, as before */
+    assert_int_equal(res.cuda_peak_bytes, 1300);  /* rank 1: 900 + 400 > rank 0: 1000 + 200 */
+    assert_int_equal(res.cuda_peak_rank, 1);
+    assert_int_equal(res.cuda_outside_bytes, 400);
+    assert_int_equal(res.cuda_total_bytes, 150000); /* the smaller device */
+    assert_int_equal(res.alloc_retries, 2);       /* rank 1: steps 1 and 3 */
+    assert_int_equal(res.alloc_retries_rank, 1);
+
+    /* The search's view: CUDA's peak over NVML's, CUDA's total as the capacity. */
+    struct gpu g;
+    memset(&g, 0, sizeof g);
+    g.peak = -1;
+    assert_true(gpu_capacity(&g) < 0); /* no NVML, nothing from CUDA yet */
+    assert_int_equal(gpu_trial_view(&g, 5000, &res), 1300);
+    assert_true(gpu_capacity(&g) == 150000.0);
+    gpu_emulate(&g, 100000);            /* an emulated card smaller than CUDA's total */
+    assert_true(gpu_capacity(&g) == 100000.0);
+
+    /* The results file says it. */
+    struct results_trial rt;
+    memset(&rt, 0, sizeof rt);
+    rt.outcome = TRIAL_FIT;
+    results_trial_seen(&rt, &res);
+    json_t *j = results_trial_json(&rt);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "alloc_retries")), 2);
+    assert_int_equal(json_integer_value(json_object_get(j, "alloc_retries_rank")), 1);
+    assert_true(json_is_true(json_object_get(j, "at_edge")));
+    json_decref(j);
+
+    /* Off CUDA (no such fields: an older probe, a CPU trial): NVML's
+     * figures stand and the results carry no retries. */
+    assert_int_equal(truncate(path, 0), 0);
+    snprintf(script, sizeof script,
+             "for i in 1 2 3 4; do "
+             "printf '{\"ab\":\"step\",\"pid\":77,\"rank\":0,\"world\":1,\"step\":%%d,\"t\":%%d,"
+             "\"res\":null}\\n' $i $i >> %s; sleep 0.05; done; sleep 30", path);
+    run_sh(script, &o, &res);
+    assert_int_equal(res.outcome, TRIAL_FIT);
+    assert_int_equal(res.cuda_peak_bytes, -1);
+    assert_int_equal(res.cuda_total_bytes, -1);
+    assert_int_equal(res.alloc_retries, -1);
+    struct gpu g2;
+    memset(&g2, 0, sizeof g2);
+    assert_int_equal(gpu_trial_view(&g2, 5000, &res), 5000);
+    assert_true(gpu_capacity(&g2) < 0);
+    memset(&rt, 0, sizeof rt);
+    results_trial_seen(&rt, &res);
+    j = results_trial_json(&rt);
+    assert_null(json_object_get(j, "alloc_retries"));
+    assert_null(json_object_get(j, "at_edge"));
+    json_decref(j);
     unlink(path);
 }
 
@@ -574,6 +660,7 @@ int main(void)
         cmocka_unit_test(test_spawn_failure),
         cmocka_unit_test(test_interrupt),
         cmocka_unit_test(test_huge_line_then_oom),
+        cmocka_unit_test(test_probe_cuda_view),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     oom_table_release(&oom);

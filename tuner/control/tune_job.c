@@ -534,7 +534,7 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         r->status = AB_EXIT_USAGE;
         return 1;
     }
-    int64_t peak = j->peak;
+    int64_t peak = gpu_trial_view(r->gpu, j->peak, tr); /* the probe's CUDA view, else NVML's */
     /* Samples per step: the world size the trainer really runs with when
      * the probe saw it; a step printed per micro-batch (the preset says
      * so) carries no accumulation. */
@@ -587,6 +587,10 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         tune_say(r, TUNE_NOTE, "the in-process probe could not see everything: %s",
                  tr->probe_error);
     }
+    if (tr->outcome == TRIAL_FIT && tr->alloc_retries > 0) /* results: "at_edge" */
+        tune_say(r, TUNE_NOTE, "micro_batch=%ld fit at the edge: the allocator freed its cache and "
+                               "retried %ld times (rank %ld); usually slower", value,
+                 tr->alloc_retries, tr->alloc_retries_rank);
     double sps = tr->step_time_s > 0 && !shared ? samples / tr->step_time_s : -1;
     if (j->in_worker && r->view.trial_start) /* its start was not shown: say it with its end */
         r->view.trial_start(r->view.ctx, j->id, value, cell->grad_accum, cell->checkpointing,

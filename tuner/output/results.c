@@ -343,6 +343,13 @@ json_t *results_trial_json(const struct results_trial *t)
     }
     json_object_set_new(o, "batch_seen", pos_or_null(t->batch_seen));
     json_object_set_new(o, "worst_case", results_worst_json(&t->worst));
+    if (t->retries_known && t->alloc_retries >= 0) {
+        /* at the edge: the allocator freed its cache and retried to fit */
+        json_object_set_new(o, "alloc_retries", json_integer(t->alloc_retries));
+        if (t->alloc_retries > 0)
+            json_object_set_new(o, "alloc_retries_rank", int_or_null(t->alloc_retries_rank));
+        json_object_set_new(o, "at_edge", json_boolean(t->alloc_retries > 0));
+    }
     return o;
 }
 
@@ -354,6 +361,9 @@ void results_trial_seen(struct results_trial *t, const struct trial_result *tr)
     t->tokens_per_step = tr->probe_tokens_per_step;
     t->elems_max = tr->probe_elems_max;
     t->worst = tr->worst;
+    t->retries_known = tr->alloc_retries >= 0;
+    t->alloc_retries = tr->alloc_retries;
+    t->alloc_retries_rank = tr->alloc_retries_rank;
 }
 
 static char *results_iso8601(time_t t, char *buf, size_t len)

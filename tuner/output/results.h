@@ -58,13 +58,20 @@ struct results_trial {
     int64_t tokens_per_step;/**< padded frames/tokens per optimizer step */
     int64_t elems_max;      /**< most elements of one forward's first tensor */
     struct inproc_worst worst; /**< the batches the trial met first; mode "": null */
+    /* The caching allocator's free-and-retry passes (results_trial_seen());
+     * keys "alloc_retries", "alloc_retries_rank" and "at_edge" only when known. */
+    int retries_known;      /**< the probe said them (CUDA) */
+    long alloc_retries;     /**< the most of one rank, summed over its steps */
+    long alloc_retries_rank;/**< that rank; <0: null */
 };
 
 /**
  * Copy what the probe saw the model get, and the worst-case record, from
  * a trial's result into its results entry (the keys "batch_seen",
  * "worst_case" and the probe object's "seen_per_step",
- * "forwards_per_step", "tokens_per_step", "elems_max").
+ * "forwards_per_step", "tokens_per_step", "elems_max"), and the
+ * allocator's retries ("alloc_retries", "at_edge": a fit that needed
+ * them is at the edge).
  */
 void results_trial_seen(struct results_trial *t, const struct trial_result *tr);
 

@@ -13,6 +13,7 @@
 
 #include "nvml.h"
 #include "trial/proctree.h"
+#include "trial/trial.h"
 
 /* Memory a device may still hold above its baseline after a trial without
  * a warning: the driver and caching allocators release lazily. */
@@ -99,6 +100,13 @@ int64_t gpu_trial_peak(const struct gpu *g, int64_t report_peak)
     return report_peak >= 0 ? report_peak : g->nv ? g->peak : -1;
 }
 
+int64_t gpu_trial_view(struct gpu *g, int64_t peak, const struct trial_result *tr)
+{
+    if (tr->cuda_total_bytes > 0 && (!g->cuda_total || (uint64_t)tr->cuda_total_bytes < g->cuda_total))
+        g->cuda_total = (uint64_t)tr->cuda_total_bytes;
+    return tr->cuda_peak_bytes > 0 ? tr->cuda_peak_bytes : peak;
+}
+
 int gpu_settle(struct gpu *g)
 {
     if (!g->nv)
@@ -108,6 +116,8 @@ int gpu_settle(struct gpu *g)
 
 double gpu_capacity(const struct gpu *g)
 {
+    if (g->cuda_total) /* one view: CUDA's, as the peaks that steer the search */
+        return (double)(g->emulate && g->emulate < g->cuda_total ? g->emulate : g->cuda_total);
     double cap = -1;
     for (int i = 0; g->nv && i < g->n; i++) {
         if (g->mask && !(g->mask & (1ULL << i)))

@@ -16,6 +16,15 @@
  * above its baseline.  It is per device because each rank lives on its
  * own device and the smallest device is the limit: capacity is the
  * smallest device's total.
+ *
+ * One view of the card: when the in-process probe saw CUDA steps, the
+ * search's peak is the probe's (each step's peak reserved by PyTorch's
+ * caching allocator plus the memory outside it, largest over ranks:
+ * gpu_trial_view()), and the capacity is the total CUDA reported
+ * (cuMemGetInfo), not NVML's, which counts memory CUDA never shows
+ * (H200: 143771 MiB NVML, 143155 MiB CUDA).  NVML's figures steer only
+ * trials the probe did not see.  Near the capacity NVML's peak is not
+ * monotone in the batch (the cache fills the card); the allocator's is.
  */
 #ifndef AB_GPU_H
 #define AB_GPU_H
@@ -25,6 +34,7 @@
 #define GPU_MAX 16
 
 struct nvml;
+struct trial_result;
 
 struct gpu {
     struct nvml *nv;          /**< NULL without NVML */
@@ -35,6 +45,7 @@ struct gpu {
     int scan_all;             /**< the kernel has no children lists: scan /proc */
     unsigned long long mask;  /**< devices in use (bit i: device i); 0 = all */
     uint64_t emulate;         /**< emulated total per device; 0 = the real one */
+    uint64_t cuda_total;      /**< the smallest total CUDA reported (probe); 0 = none yet */
     char fingerprint[1024];   /**< "NAME:TOTAL;..." or "no-gpu" */
     char why[256];            /**< why NVML is not in use */
 };
@@ -46,9 +57,17 @@ void gpu_trial_start(struct gpu *g);
 void gpu_tick(void *ctx);
 /** This trial's peak: NVML's when it saw memory in use, else report_peak (-1 unknown). */
 int64_t gpu_trial_peak(const struct gpu *g, int64_t report_peak);
+/**
+ * The trial's peak for the search, given `peak` (gpu_trial_peak's): the
+ * probe's CUDA view (reserved peak + outside, tr->cuda_peak_bytes) when it
+ * saw CUDA steps, else `peak`.  Notes the CUDA total the probe reported,
+ * so that gpu_capacity() gives CUDA's total from then on.
+ */
+int64_t gpu_trial_view(struct gpu *g, int64_t peak, const struct trial_result *tr);
 /** Wait up to 10 s for memory to return to the baselines: 1 settled (or no NVML), 0 not. */
 int gpu_settle(struct gpu *g);
-/** The smallest device's total bytes, or -1. */
+/** The smallest device's total bytes (CUDA's once a probe reported it,
+ *  else NVML's; the emulated size when smaller), or -1. */
 double gpu_capacity(const struct gpu *g);
 /** Device i's name and total (the emulated one when emulating), for the
  *  results file; 0 or -1. */

@@ -297,6 +297,7 @@ struct trial_state {
     int probe_active;     /* torch was imported with the probe's hooks in place */
     long ranks_seen[64];
     size_t nranks_seen;
+    long long rank_retries[64]; /* allocator retries per rank (ranks_seen's order); -1 none said */
     long *nb;             /* batches per step, for the median */
     size_t nnb, nb_alloc;
     struct inproc_seen seen; /* what the model got per step (the counting process) */
@@ -514,6 +515,30 @@ static void trial_on_report(void *ctx, const char *line, size_t len, int flags)
     trial_note_step(st, before, -1);
 }
 
+/* A step's CUDA figures (one view: all from CUDA): the largest reserved
+ * peak plus what lies outside the allocator, over ranks and steps; the
+ * smallest device total; the allocator's retries summed per rank
+ * (*sum, NULL when the rank is not tracked), the largest rank's kept. */
+static void trial_probe_cuda(struct trial_result *r, const struct inproc_event *ev, long rank,
+                             long long *sum)
+{
+    if (ev->reserved >= 0 && ev->outside >= 0 && ev->reserved + ev->outside > r->cuda_peak_bytes) {
+        r->cuda_peak_bytes = ev->reserved + ev->outside;
+        r->cuda_peak_rank = rank;
+    }
+    if (ev->outside > r->cuda_outside_bytes)
+        r->cuda_outside_bytes = ev->outside;
+    if (ev->cuda_total > 0 && (r->cuda_total_bytes < 0 || ev->cuda_total < r->cuda_total_bytes))
+        r->cuda_total_bytes = ev->cuda_total;
+    if (ev->retries < 0 || !sum)
+        return;
+    *sum = (*sum < 0 ? 0 : *sum) + ev->retries;
+    if (*sum > r->alloc_retries || (*sum == r->alloc_retries && rank < r->alloc_retries_rank)) {
+        r->alloc_retries = (long)(*sum > INPROC_MAX_STEP ? INPROC_MAX_STEP : *sum);
+        r->alloc_retries_rank = rank;
+    }
+}
+
 /* One line of the in-process probe's file. */
 static void trial_on_probe(void *ctx, const char *line, size_t len, int truncated)
 {
@@ -549,9 +574,12 @@ static void trial_on_probe(void *ctx, const char *line, size_t len, int truncate
     size_t k = 0;
     while (k < st->nranks_seen && st->ranks_seen[k] != rank)
         k++;
-    if (k == st->nranks_seen && k < sizeof st->ranks_seen / sizeof *st->ranks_seen)
+    if (k == st->nranks_seen && k < sizeof st->ranks_seen / sizeof *st->ranks_seen) {
+        st->rank_retries[k] = -1;
         st->ranks_seen[st->nranks_seen++] = rank;
+    }
     r->probe_ranks = (long)st->nranks_seen;
+    trial_probe_cuda(r, &ev, rank, k < st->nranks_seen ? &st->rank_retries[k] : NULL);
     if (ev.world > r->probe_world)
         r->probe_world = ev.world;
     if (ev.reserved > r->peak_mem_bytes)
@@ -844,6 +872,8 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     r->peak_allocated_bytes = -1;
     r->held_bytes = -1;
     r->peak_vm_bytes = -1;
+    r->cuda_peak_bytes = r->cuda_outside_bytes = r->cuda_total_bytes = -1;
+    r->cuda_peak_rank = r->alloc_retries = r->alloc_retries_rank = -1;
     r->probe_world = -1;
     r->loader_batch = -1;
     r->loader_batches_per_step = -1;

@@ -172,6 +172,18 @@ struct trial_result {
     int64_t peak_allocated_bytes; /**< CUDA peak allocated over ranks; -1 unknown */
     int64_t held_bytes;  /**< CUDA bytes allocated at a step's end, largest over ranks; -1 unknown */
     int64_t peak_vm_bytes;  /**< largest VmPeak of a process (probe, AUTOBATCH_VMPEAK); -1 unknown */
+    /* The probe's CUDA view, one view of the card (all from CUDA, none from
+     * NVML): each step's peak reserved plus the memory outside the
+     * caching allocator at its end (the CUDA context, other libraries). */
+    int64_t cuda_peak_bytes;  /**< largest over ranks and steps; -1: no CUDA step said both */
+    long cuda_peak_rank;      /**< the rank it came from; -1 unknown */
+    int64_t cuda_outside_bytes; /**< largest memory outside the allocator; -1 unknown */
+    int64_t cuda_total_bytes; /**< the smallest device total CUDA reported; -1 unknown */
+    /** the allocator's free-and-retry passes, summed over a rank's steps,
+     *  the largest over ranks (a fit that needed them is at the edge and
+     *  usually slower); -1 unknown (no CUDA step said) */
+    long alloc_retries;
+    long alloc_retries_rank;  /**< the rank with the most; -1 unknown */
     char log_seen[256];       /**< what the output showed, when no step was found */
     char tail_note[300];      /**< a report/probe file given up on, or "" */
     char evidence[TRIAL_LINE_MAX]; /**< the OOM line, or the crash's last line */

@@ -20,6 +20,17 @@
  * never see.  An allocation is refused with CUDA_ERROR_OUT_OF_MEMORY when
  * its size rounded up to 2 MiB is more than that free memory, and is
  * forwarded otherwise.  A device with S >= T is left as it is.
+ *
+ * Stream-ordered allocations (cuMemAllocAsync, cuMemAllocFromPoolAsync:
+ * PyTorch's backend:cudaMallocAsync) come from a memory pool that keeps
+ * what it got from the driver (PyTorch sets its release threshold to the
+ * maximum).  That reserve is already held on the card, so the free memory
+ * above counts it; a request the pool's reserve can hold (the driver's own
+ * counters: RESERVED_MEM_CURRENT less USED_MEM_CURRENT) goes ahead
+ * ungated, and only one the pool must get from the driver is judged as
+ * above.  The counters are bytes: a reserve too fragmented for a request
+ * it could hold by count lets the pool grow past the emulated size.  When
+ * the pool cannot be asked, every request is judged.
  * AUTOBATCH_EMULATE_GPU_LOG=<path> appends one line the first time a
  * device is shrunk and one line per refused allocation.
  *
@@ -108,6 +119,8 @@ enum variant {
     V_PRIMARY_RELEASE,
     V_CTX_PUSH,
     V_CTX_POP,
+    V_GET_MEMPOOL,
+    V_POOL_ATTR,
     V_COUNT
 };
 
@@ -164,6 +177,8 @@ static const struct variant_info variants[V_COUNT] = {
     [V_PRIMARY_RELEASE] = { "cuDevicePrimaryCtxRelease_v2", LIB_CUDA, NULL, NULL, 0, 0, -1 },
     [V_CTX_PUSH] = { "cuCtxPushCurrent_v2", LIB_CUDA, NULL, NULL, 0, 0, -1 },
     [V_CTX_POP] = { "cuCtxPopCurrent_v2", LIB_CUDA, NULL, NULL, 0, 0, -1 },
+    [V_GET_MEMPOOL] = { "cuDeviceGetMemPool", LIB_CUDA, NULL, NULL, 0, 0, -1 },
+    [V_POOL_ATTR] = { "cuMemPoolGetAttribute", LIB_CUDA, NULL, NULL, 0, 0, -1 },
 };
 
 static const char *const lib_sonames[] = { "libcuda.so.1", "libnvidia-ml.so.1" };
@@ -410,6 +425,31 @@ static CUresult admit(const char *call, CUdevice dev, uint64_t bytes)
     return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/*
+ * admit() for a stream-ordered allocation from `pool` (NULL: the current
+ * device's current pool, as cuMemAllocAsync uses): a request the pool's
+ * reserve can hold takes nothing more from the card and goes ahead; any
+ * other is judged by admit().
+ */
+static CUresult admit_pool(const char *call, CUmemoryPool pool, uint64_t bytes)
+{
+    if (!size_wanted())
+        return CUDA_SUCCESS;
+    CUdevice dev = current_device();
+    if (dev < 0)
+        return CUDA_SUCCESS;
+    PFN(cuDeviceGetMemPool) getpool = REAL(V_GET_MEMPOOL, cuDeviceGetMemPool);
+    PFN(cuMemPoolGetAttribute) attr = REAL(V_POOL_ATTR, cuMemPoolGetAttribute);
+    if (!pool && (!getpool || getpool(&pool, dev) != CUDA_SUCCESS))
+        pool = NULL;
+    cuuint64_t reserved = 0, used = 0;
+    if (pool && attr && attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
+        attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS && reserved > used &&
+        bytes <= reserved - used)
+        return CUDA_SUCCESS;
+    return admit(call, dev, bytes);
+}
+
 /* ---- memory queries ---- */
 
 EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
@@ -504,7 +544,7 @@ EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream str
     PFN(cuMemAllocAsync) real = REAL(V_ASYNC, cuMemAllocAsync);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
-    CUresult rc = admit("cuMemAllocAsync", -1, bytesize);
+    CUresult rc = admit_pool("cuMemAllocAsync", NULL, bytesize);
     return rc == CUDA_SUCCESS ? real(dptr, bytesize, stream) : rc;
 }
 
@@ -513,7 +553,7 @@ EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstrea
     PFN(cuMemAllocAsync_ptsz) real = REAL(V_ASYNC_PTSZ, cuMemAllocAsync_ptsz);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
-    CUresult rc = admit("cuMemAllocAsync_ptsz", -1, bytesize);
+    CUresult rc = admit_pool("cuMemAllocAsync_ptsz", NULL, bytesize);
     return rc == CUDA_SUCCESS ? real(dptr, bytesize, stream) : rc;
 }
 
@@ -523,7 +563,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUme
     PFN(cuMemAllocFromPoolAsync) real = REAL(V_POOL, cuMemAllocFromPoolAsync);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
-    CUresult rc = admit("cuMemAllocFromPoolAsync", -1, bytesize);
+    CUresult rc = admit_pool("cuMemAllocFromPoolAsync", pool, bytesize);
     return rc == CUDA_SUCCESS ? real(dptr, bytesize, pool, stream) : rc;
 }
 
@@ -533,7 +573,7 @@ EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
     PFN(cuMemAllocFromPoolAsync_ptsz) real = REAL(V_POOL_PTSZ, cuMemAllocFromPoolAsync_ptsz);
     if (!real)
         return CUDA_ERROR_NOT_FOUND;
-    CUresult rc = admit("cuMemAllocFromPoolAsync_ptsz", -1, bytesize);
+    CUresult rc = admit_pool("cuMemAllocFromPoolAsync_ptsz", pool, bytesize);
     return rc == CUDA_SUCCESS ? real(dptr, bytesize, pool, stream) : rc;
 }
 

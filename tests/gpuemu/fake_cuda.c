@@ -19,9 +19,20 @@
  *                              exported functions (a driver whose table
  *                              holds other addresses than its exports)
  *
+ * Each device has one memory pool, the current and default one, for the
+ * stream-ordered calls (cuMemAllocAsync, cuMemAllocFromPoolAsync with it or
+ * NULL): a request its reserve (bytes the pool holds on the device, less
+ * those in use) can hold is served from it; otherwise the pool takes the
+ * request's size, rounded up to 2 MiB, from the device.  A free returns
+ * the memory to the pool, which keeps up to its release threshold
+ * (cuMemPoolSetAttribute; default 0: none, as if the stream synchronised
+ * at once) and gives the rest back; cuMemPoolTrimTo gives back all but
+ * what is asked to keep.
+ *
  * Test-only calls: fake_cuda_calls(name) the calls of one exported
- * variant; fake_cuda_used(dev) the bytes in use; fake_cuda_external_use(dev,
- * bytes) memory held by "another process".
+ * variant; fake_cuda_used(dev) the bytes in use (a pool's reserve
+ * included); fake_cuda_external_use(dev, bytes) memory held by "another
+ * process".
  */
 #include <limits.h>
 #include <pthread.h>
@@ -51,6 +62,17 @@ static struct {
     int dev;
 } allocs[MAXALLOC];
 
+/* A device's memory pool; CUmemoryPool, opaque in cuda.h, points to one. */
+struct CUmemPoolHandle_st {
+    int dev;
+    uint64_t reserved, used, threshold;
+};
+static struct CUmemPoolHandle_st pools[MAXDEV];
+static struct {
+    uint64_t size; /* 0: free slot */
+    struct CUmemPoolHandle_st *pool;
+} pool_allocs[MAXALLOC];
+
 static __thread struct CUctx_st *stack[MAXDEPTH];
 static __thread int depth;
 
@@ -60,7 +82,7 @@ static const char *const counted[] = {
     "cuDeviceTotalMem_v2", "cuDeviceTotalMem", "cuMemGetInfo_v2", "cuMemGetInfo",
     "cuMemAlloc_v2", "cuMemAlloc", "cuMemAllocPitch_v2", "cuMemAllocAsync",
     "cuMemAllocAsync_ptsz", "cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz",
-    "cuMemCreate", "cuGetProcAddress", "cuGetProcAddress_v2",
+    "cuMemCreate", "cuGetProcAddress", "cuGetProcAddress_v2", "cuMemFreeAsync",
 };
 #define NCOUNTED (sizeof counted / sizeof *counted)
 static long calls[NCOUNTED];
@@ -115,7 +137,7 @@ EXPORT CUresult cuInit(unsigned int flags)
         if (!ndev)
             total[ndev++] = 8ULL << 30;
         for (int d = 0; d < ndev; d++)
-            primary[d].dev = d;
+            primary[d].dev = pools[d].dev = d;
         inited = 1;
     }
     pthread_mutex_unlock(&lock);
@@ -321,11 +343,56 @@ static CUresult take(int dev, uint64_t bytes, unsigned long long *id)
     return rc;
 }
 
+/* A pool keeps up to its threshold of what is not in use; lock held. */
+static void pool_release(struct CUmemPoolHandle_st *p, uint64_t keep)
+{
+    uint64_t floor = p->used > keep ? p->used : keep;
+    if (p->reserved > floor) {
+        used[p->dev] -= p->reserved - floor;
+        p->reserved = floor;
+    }
+}
+
+/* Take `bytes` from pool p; *id is the allocation's slot, from MAXALLOC + 1. */
+static CUresult pool_take(struct CUmemPoolHandle_st *p, uint64_t bytes, unsigned long long *id)
+{
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t need = (bytes + GRANULE - 1) / GRANULE * GRANULE;
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    int dev = p->dev, cached = p->reserved - p->used >= need;
+    if (cached || (need <= total[dev] && used[dev] <= total[dev] - need)) {
+        for (int i = 0; i < MAXALLOC; i++) {
+            if (!pool_allocs[i].size) {
+                pool_allocs[i].size = need;
+                pool_allocs[i].pool = p;
+                if (!cached) {
+                    used[dev] += need;
+                    p->reserved += need;
+                }
+                p->used += need;
+                *id = (unsigned long long)(MAXALLOC + 1 + i);
+                rc = CUDA_SUCCESS;
+                break;
+            }
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
 static CUresult give_back(unsigned long long id)
 {
     CUresult rc = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&lock);
-    if (id >= 1 && id <= MAXALLOC && allocs[id - 1].size) {
+    if (id > MAXALLOC && id <= 2 * MAXALLOC && pool_allocs[id - MAXALLOC - 1].size) {
+        struct CUmemPoolHandle_st *p = pool_allocs[id - MAXALLOC - 1].pool;
+        p->used -= pool_allocs[id - MAXALLOC - 1].size;
+        pool_allocs[id - MAXALLOC - 1].size = 0;
+        pool_release(p, p->threshold);
+        rc = CUDA_SUCCESS;
+    } else if (id >= 1 && id <= MAXALLOC && allocs[id - 1].size) {
         used[allocs[id - 1].dev] -= allocs[id - 1].size;
         allocs[id - 1].size = 0;
         rc = CUDA_SUCCESS;
@@ -384,32 +451,46 @@ EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t widt
     return rc;
 }
 
+/* A stream-ordered allocation by exported variant `name` from pool (NULL:
+ * the current device's). */
+static CUresult pool_alloc(const char *name, CUdeviceptr *dptr, uint64_t bytes,
+                           CUmemoryPool pool)
+{
+    count(name);
+    int dev;
+    unsigned long long id;
+    CUresult rc = ctx_dev(&dev);
+    if (rc == CUDA_SUCCESS)
+        rc = pool_take(pool ? pool : &pools[dev], bytes, &id);
+    if (rc == CUDA_SUCCESS)
+        *dptr = id << PTR_SHIFT;
+    return rc;
+}
+
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
     (void)stream;
-    return counted_alloc("cuMemAllocAsync", dptr, bytesize);
+    return pool_alloc("cuMemAllocAsync", dptr, bytesize, NULL);
 }
 
 EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream)
 {
     (void)stream;
-    return counted_alloc("cuMemAllocAsync_ptsz", dptr, bytesize);
+    return pool_alloc("cuMemAllocAsync_ptsz", dptr, bytesize, NULL);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                         CUstream stream)
 {
-    (void)pool;
     (void)stream;
-    return counted_alloc("cuMemAllocFromPoolAsync", dptr, bytesize);
+    return pool_alloc("cuMemAllocFromPoolAsync", dptr, bytesize, pool);
 }
 
 EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                              CUstream stream)
 {
-    (void)pool;
     (void)stream;
-    return counted_alloc("cuMemAllocFromPoolAsync_ptsz", dptr, bytesize);
+    return pool_alloc("cuMemAllocFromPoolAsync_ptsz", dptr, bytesize, pool);
 }
 
 EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
@@ -417,6 +498,73 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     if (!inited)
         return CUDA_ERROR_NOT_INITIALIZED;
     return give_back(dptr >> PTR_SHIFT);
+}
+
+EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+    (void)stream;
+    count("cuMemFreeAsync");
+    if (!inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    unsigned long long id = dptr >> PTR_SHIFT;
+    return id > MAXALLOC ? give_back(id) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- memory pools ---- */
+
+EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    CUresult rc = check_dev(dev);
+    if (rc == CUDA_SUCCESS)
+        *pool = &pools[dev];
+    return rc;
+}
+
+EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    return cuDeviceGetMemPool(pool, dev);
+}
+
+EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value)
+{
+    if (!inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pool || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    cuuint64_t v;
+    pthread_mutex_lock(&lock);
+    v = attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD ? pool->threshold
+      : attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ? pool->reserved
+      : attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT ? pool->used : UINT64_MAX;
+    pthread_mutex_unlock(&lock);
+    if (v == UINT64_MAX && attr != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(value, &v, sizeof v);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value)
+{
+    if (!inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pool || !value || attr != CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    memcpy(&pool->threshold, value, sizeof pool->threshold);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+    if (!inited)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    pool_release(pool, keep);
+    pthread_mutex_unlock(&lock);
+    return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
@@ -508,6 +656,12 @@ static const struct entry {
     { "cuMemAlloc", 0, 3020, -1, (void *)cuMemAlloc, (void *)thunk_alloc },
     { "cuMemAllocPitch", 3020, INT_MAX, -1, (void *)cuMemAllocPitch_v2, (void *)thunk_pitch_v2 },
     { "cuMemFree", 3020, INT_MAX, -1, (void *)cuMemFree_v2, NULL },
+    { "cuMemFreeAsync", 11020, INT_MAX, -1, (void *)cuMemFreeAsync, NULL },
+    { "cuDeviceGetMemPool", 11020, INT_MAX, -1, (void *)cuDeviceGetMemPool, NULL },
+    { "cuDeviceGetDefaultMemPool", 11020, INT_MAX, -1, (void *)cuDeviceGetDefaultMemPool, NULL },
+    { "cuMemPoolGetAttribute", 11020, INT_MAX, -1, (void *)cuMemPoolGetAttribute, NULL },
+    { "cuMemPoolSetAttribute", 11020, INT_MAX, -1, (void *)cuMemPoolSetAttribute, NULL },
+    { "cuMemPoolTrimTo", 11020, INT_MAX, -1, (void *)cuMemPoolTrimTo, NULL },
     { "cuMemAllocAsync", 11020, INT_MAX, 0, (void *)cuMemAllocAsync, (void *)thunk_async },
     { "cuMemAllocAsync", 11020, INT_MAX, 1, (void *)cuMemAllocAsync_ptsz, (void *)thunk_async_ptsz },
     { "cuMemAllocFromPoolAsync", 11020, INT_MAX, 0, (void *)cuMemAllocFromPoolAsync,

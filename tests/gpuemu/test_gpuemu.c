@@ -106,6 +106,11 @@ static void (*fake_external_use)(int, unsigned long long);
 static void (*fake_nvml_set_used)(unsigned int, unsigned long long);
 static PFN(cuMemFree_v2) mem_free;
 static PFN(cuMemRelease) mem_release;
+static PFN(cuMemFreeAsync) mem_free_async;
+static PFN(cuDeviceGetMemPool) get_mem_pool;
+static PFN(cuMemPoolGetAttribute) pool_get;
+static PFN(cuMemPoolSetAttribute) pool_set;
+static PFN(cuMemPoolTrimTo) pool_trim;
 
 static void *need(void *h, const char *name)
 {
@@ -273,6 +278,96 @@ static void exercise(const struct api *a, enum kind k)
     try_alloc(a, k, 0, cap, NULL);
 }
 
+/* ---- the stream-ordered pool (backend:cudaMallocAsync) ---- */
+
+static uint64_t pool_attr(CUmemoryPool pool, int attr)
+{
+    cuuint64_t v = 0;
+    CHECK(pool_get(pool, attr, &v) == 0, "cuMemPoolGetAttribute(%d) failed", attr);
+    return v;
+}
+
+/*
+ * n bytes from the pool on device 0 (from_pool: cuMemAllocFromPoolAsync
+ * naming it, else cuMemAllocAsync): a request the pool's reserve can hold
+ * goes ahead under emulation, whatever the emulated free memory; one the
+ * pool must get from the device is judged against that memory (refused
+ * without calling the fake), or, on a card left as it is, the fake's own.
+ */
+static CUresult pool_try(const struct api *a, int from_pool, CUmemoryPool pool, uint64_t n,
+                         unsigned long long *kept)
+{
+    const char *name = variant_name(a, from_pool ? K_POOL : K_ASYNC);
+    uint64_t cached = pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) -
+                      pool_attr(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT);
+    uint64_t room = want_free(0, fake_used(0));
+    int fits = round_up(n) <= cached || round_up(n) <= room;
+    long before = fake_calls(name);
+    CUdeviceptr p = 0;
+    CUresult rc = from_pool ? a->pool(&p, n, pool, NULL) : a->async(&p, n, NULL);
+    char what[160];
+    snprintf(what, sizeof what, "%s of %llu bytes (pool reserve %llu free, room %llu): result",
+             name, (unsigned long long)n, (unsigned long long)cached, (unsigned long long)room);
+    CHECK_EQ(what, rc, fits ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY);
+    snprintf(what, sizeof what, "calls of the fake's %s after one of %llu bytes", name,
+             (unsigned long long)n);
+    CHECK_EQ(what, fake_calls(name), before + (shrunk(0) && !fits ? 0 : 1));
+    if (rc == 0)
+        *kept = p;
+    return rc;
+}
+
+static void pool_free(unsigned long long p)
+{
+    CUresult rc = mem_free_async(p, NULL);
+    CHECK(rc == 0, "cuMemFreeAsync(%llu) answered %d", p, rc);
+}
+
+/*
+ * PyTorch's cudaMallocAsync backend: the pool keeps what it got (release
+ * threshold at the maximum), so a freed block is still held on the card
+ * and a later request is served from it.  Before issue 25, item 7, that
+ * request was judged against the card's free memory, which the reserve
+ * had already used up, and refused.
+ */
+static void run_pool(const struct api *a, int from_pool)
+{
+    CUmemoryPool pool;
+    CHECK(get_mem_pool(&pool, 0) == 0, "cuDeviceGetMemPool failed");
+    cuuint64_t keep_all = UINT64_MAX, none = 0;
+    CHECK(pool_set(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep_all) == 0,
+          "cuMemPoolSetAttribute failed");
+    uint64_t cap = cap0(), half = round_up(cap / 2);
+    unsigned long long h, h2, h3;
+    /* The whole cap, from the card; freed, the pool keeps it. */
+    CHECK(pool_try(a, from_pool, pool, cap, &h) == 0, "the cap from the pool failed");
+    pool_free(h);
+    CHECK_EQ("the pool's reserve after a free", pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
+             round_up(cap));
+    check_info(a);
+    /* The reserve serves it again, though the emulated card has no free memory. */
+    CHECK(pool_try(a, from_pool, pool, cap, &h) == 0, "the cap from the pool's reserve failed");
+    /* Nothing left in the reserve or on the emulated card: refused. */
+    if (pool_try(a, from_pool, pool, GRANULE, &h2) == 0)
+        pool_free(h2);
+    pool_free(h);
+    /* The reserve counts for other allocations: the emulated card is full. */
+    try_alloc(a, K_ALLOC, 0, GRANULE, NULL);
+    /* Half the reserve serves half; the rest cannot serve the whole. */
+    CHECK(pool_try(a, from_pool, pool, half, &h) == 0, "half the reserve failed");
+    if (pool_try(a, from_pool, pool, cap, &h3) == 0)
+        pool_free(h3);
+    pool_free(h);
+    /* Trimmed, the memory is the card's again. */
+    CHECK(pool_trim(pool, 0) == 0, "cuMemPoolTrimTo failed");
+    CHECK(pool_set(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &none) == 0,
+          "cuMemPoolSetAttribute failed");
+    CHECK_EQ("the pool's reserve after a trim", pool_attr(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT),
+             0);
+    check_info(a);
+    try_alloc(a, K_ALLOC, 0, cap, NULL);
+}
+
 static void run_api(const struct api *a)
 {
     path = a->path;
@@ -294,6 +389,8 @@ static void run_api(const struct api *a)
     check_info(a);
     for (int k = 0; k < K_COUNT; k++)
         exercise(a, (enum kind)k);
+    run_pool(a, 0);
+    run_pool(a, 1);
     CHECK_EQ("bytes in use after the path", fake_used(0), 0);
     printf("ok: %s\n", a->path);
 }
@@ -544,6 +641,11 @@ int main(int argc, char **argv)
     NEED(fake_nvml_set_used, hnvml, "fake_nvml_set_used");
     NEED(mem_free, hcuda, "cuMemFree_v2");
     NEED(mem_release, hcuda, "cuMemRelease");
+    NEED(mem_free_async, hcuda, "cuMemFreeAsync");
+    NEED(get_mem_pool, hcuda, "cuDeviceGetMemPool");
+    NEED(pool_get, hcuda, "cuMemPoolGetAttribute");
+    NEED(pool_set, hcuda, "cuMemPoolSetAttribute");
+    NEED(pool_trim, hcuda, "cuMemPoolTrimTo");
     PFN(cuInit) init;
     PFN(cuDevicePrimaryCtxRetain) retain;
     PFN(cuCtxSetCurrent) set_current;

@@ -910,6 +910,9 @@ static int replay_fit_gpu(const struct replay_trace *t, size_t n, const size_t *
 {
     m->rank = t[0].rank;
     m->cuda_total = t[0].cuda_total;
+    for (size_t k = 1; k < n; k++)
+        if (t[k].cuda_total > 0 && (m->cuda_total <= 0 || t[k].cuda_total < m->cuda_total))
+            m->cuda_total = t[k].cuda_total;
     snprintf(m->conf, sizeof m->conf, "%s", t[0].alloc_conf);
     /* What the simulated allocator does not model declines. */
     for (size_t k = 0; k < n; k++) {
@@ -1228,6 +1231,13 @@ static int replay_self_check(struct replay_model *m, const struct replay_trace *
                                   replay_mib(diff), replay_mib(tol));
     }
     return 0;
+}
+
+int64_t replay_capacity(const struct replay_model *m, int64_t nvml)
+{
+    if (m->device == 'g' && m->cuda_total > 0 && (nvml <= 0 || m->cuda_total < nvml))
+        return m->cuda_total;
+    return nvml;
 }
 
 int64_t replay_need(const struct replay_model *m, long b, int64_t capacity, int *fits)

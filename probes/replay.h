@@ -185,6 +185,16 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
 void replay_model_release(struct replay_model *m);
 
 /**
+ * The card's capacity as CUDA sees it, for a search whose capacity came
+ * from NVML (`nvml`, bytes): a CUDA model recorded with cuMemGetInfo's
+ * total (cuda_total) takes the smaller of the two, so that capacity, free
+ * memory and the outside bytes are one view of the card (an H200: NVML
+ * 143771 MiB, CUDA 143155 MiB: 616 MiB that do not exist).  Otherwise
+ * nvml unchanged.
+ */
+int64_t replay_capacity(const struct replay_model *m, int64_t nvml);
+
+/**
  * Bytes that micro-batch b needs, judged against capacity (bytes; for
  * CUDA the caching allocator runs under it).  *fits says whether it fits.
  * Returns the bytes (the peak reserved on CUDA, the peak address space

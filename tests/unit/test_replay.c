@@ -780,6 +780,37 @@ static void test_gpu_switched(void **state)
     assert_non_null(strstr(why, "do not align"));
 }
 
+/* One view of the card (issue 25, item 4): NVML's total is not what
+ * CUDA can give; a CUDA model recorded with cuMemGetInfo's total
+ * predicts for the smaller.  The H200's figures: NVML 143771 MiB, CUDA
+ * 143155 MiB; 1000 MiB kept, 3 MiB a sample, 500000000 bytes outside. */
+static void test_gpu_capacity_view(void **state)
+{
+    (void)state;
+    struct replay_model m;
+    char why[512], head[128];
+    int64_t nvml = 143771 * MB, cuda = 143155 * MB, need;
+    snprintf(head, sizeof head, "cuda_total %ld\ncuda_free %ld\n", (long)cuda,
+             (long)(cuda - 2000 * MB));
+    if (fit_kept(1000, head, NULL, &m, why, sizeof why))
+        fail_msg("declined: %s", why);
+    assert_int_equal(m.cuda_total, cuda);
+    int64_t cap = replay_capacity(&m, nvml);
+    assert_int_equal(cap, cuda);
+    assert_int_equal(replay_capacity(&m, 16384 * MB), 16384 * MB); /* an emulated card: smaller */
+    long want = largest(need_default_1000, NULL, cuda, 1 << 17);
+    assert_int_equal(replay_predict(&m, 1, 1 << 17, 1, cap, &need), want);
+    /* (NVML's total would have said 616 MiB more: 205 samples.) */
+    long over = largest(need_default_1000, NULL, nvml, 1 << 17);
+    assert_int_equal(over - want, 205);
+    replay_model_release(&m);
+    /* A trace without cuda_total (an older probe), or a CPU model: unchanged. */
+    if (fit_kept(1000, "", NULL, &m, why, sizeof why))
+        fail_msg("declined: %s", why);
+    assert_int_equal(replay_capacity(&m, nvml), nvml);
+    replay_model_release(&m);
+}
+
 /* What casim does not model declines, with the reason. */
 static void test_gpu_not_modelled(void **state)
 {
@@ -827,6 +858,7 @@ int main(void)
         cmocka_unit_test(test_gpu_self_check),
         cmocka_unit_test(test_gpu_not_modelled),
         cmocka_unit_test(test_gpu_switched),
+        cmocka_unit_test(test_gpu_capacity_view),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

@@ -159,6 +159,16 @@ static double guide_gib(int64_t b)
     return (double)b / (1024.0 * 1024.0 * 1024.0);
 }
 
+/* The capacity a cell's model predicts for: on a GPU seen through NVML,
+ * the card as CUDA sees it (the traces' cuda_total), one view with the
+ * free and outside bytes the probe measured (issue 25, item 4). */
+static int64_t guide_capacity(const struct guide *g, const struct replay_model *m)
+{
+    if (strcmp(g->capacity_from, "gpu"))
+        return g->capacity;
+    return replay_capacity(m, g->capacity);
+}
+
 /* Fit the cell's traces, predict, seed P and P + step; the note says so. */
 static void guide_predict(struct guide *g, struct space *sp, size_t ci, char *note, size_t len)
 {
@@ -176,8 +186,8 @@ static void guide_predict(struct guide *g, struct space *sp, size_t ci, char *no
     }
     gc->have_model = 1;
     const struct replay_model *m = &gc->model;
-    int64_t need;
-    long p = replay_predict(m, c->search.min, c->search.max, c->search.step, g->capacity, &need);
+    int64_t need, cap = guide_capacity(g, m);
+    long p = replay_predict(m, c->search.min, c->search.max, c->search.step, cap, &need);
     gc->rounds++;
     gc->predicted = p >= c->search.min ? p : -1;
     gc->predicted_need = need;
@@ -201,11 +211,13 @@ static void guide_predict(struct guide *g, struct space *sp, size_t ci, char *no
     if (n < 0 || (size_t)n >= len)
         return;
     if (p < c->search.min)
-        snprintf(note + n, len - n, "predicted: nothing fits (%ld needs %.2f GiB of %.2f GiB)",
-                 c->search.min, guide_gib(need), guide_gib(g->capacity));
+        snprintf(note + n, len - n, "predicted: nothing fits (%ld needs %.2f GiB of %.2f GiB%s)",
+                 c->search.min, guide_gib(need), guide_gib(cap),
+                 cap != g->capacity ? ", the card as CUDA sees it" : "");
     else
-        snprintf(note + n, len - n, "predicted largest fit %ld (%.2f GiB of %.2f GiB); "
-                 "confirming it", p, guide_gib(need), guide_gib(g->capacity));
+        snprintf(note + n, len - n, "predicted largest fit %ld (%.2f GiB of %.2f GiB%s); "
+                 "confirming it", p, guide_gib(need), guide_gib(cap),
+                 cap != g->capacity ? ", the card as CUDA sees it" : "");
 }
 
 void guide_record(struct guide *g, struct space *sp, size_t ci, long micro, int recording, int fit,
@@ -248,7 +260,7 @@ void guide_record(struct guide *g, struct space *sp, size_t ci, long micro, int 
     if (fit && micro == gc->checking && gc->have_model && measured_need > 0) {
         int f;
         gc->need_at = micro;
-        gc->predicted_need = replay_need(&gc->model, micro, g->capacity, &f);
+        gc->predicted_need = replay_need(&gc->model, micro, guide_capacity(g, &gc->model), &f);
         gc->measured_need = measured_need;
     }
     const char *ck = c->checkpointing ? "on" : "off";
@@ -314,10 +326,13 @@ json_t *guide_json(const struct guide *g, const struct space *sp)
             continue;
         const struct replay_model *m = &gc->model;
         json_object_set_new(o, "model", gc->have_model ?
-            json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "device", m->device == 'g' ? "cuda" : "cpu",
+            json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "device",
+                      m->device == 'g' ? "cuda" : "cpu",
                       "events", (json_int_t)m->n, "constant", (json_int_t)m->nconst,
                       "linear", (json_int_t)m->nlinear, "quadratic", (json_int_t)m->nquad,
-                      "outside_bytes", (json_int_t)m->outside) : json_null());
+                      "switched", (json_int_t)m->nswitched,
+                      "outside_bytes", (json_int_t)m->outside,
+                      "capacity_bytes", (json_int_t)guide_capacity(g, m)) : json_null());
         json_object_set_new(o, "predicted_max_fit", guide_int(gc->predicted));
         json_object_set_new(o, "first_prediction", guide_int(gc->first_predicted));
         json_object_set_new(o, "need_at", guide_int(gc->need_at));

@@ -75,7 +75,7 @@ rc=0
 assert_eq 2 "$rc" "mismatch: exit status"
 assert_eq knob_mismatch "$(jqr '.trials[-1].outcome' "$WORK/d.json")" "mismatch: outcome"
 assert_eq 1 "$(jqr '.trials | length' "$WORK/d.json")" "mismatch: stopped at the first trial"
-grep -Eq "batch_size=8 where autobatch passed micro_batch=[0-9]+ \(preset 'env', environment variable 'AUTOBATCH_MICRO_BATCH'\)" \
+grep -Eq "batch_size=8 where autobatch passed micro_batch=[0-9]+: the batch knob \(preset 'env', environment variable 'AUTOBATCH_MICRO_BATCH'\) does not reach the trainer" \
   "$WORK/d.out" || fail "mismatch: message: $(cat "$WORK/d.out")"
 pass "a batch knob that does not reach the trainer stops the search"
 

@@ -55,7 +55,8 @@
 #       the process's first optimizer step yields its largest batches
 #       first.  M is "lengths" (the batches' sizes came from a length
 #       signal G, e.g. "dataset.lengths", "batch_sampler.sampler.lengths",
-#       "dataset.column:duration", "dataset.get_frame_len": the batches'
+#       "dataset.column:duration", "dataset.samples[].audio_length",
+#       "dataset.get_frame_len": the batches'
 #       index lists were reordered before any data was loaded; a batch's
 #       size in elements is its samples x its longest sample, the padded
 #       size), "scan" (no length signal, or AUTOBATCH_WORST_CASE=scan: the
@@ -996,6 +997,18 @@ def _dataset_signal(ds, where, depth=2):
                     v = None
                 if v is not None:
                     return "%s.column:%s" % (where, c), v
+    # Coqui's TTSDataset: a dict per sample with its "audio_length" (its own
+    # `lengths` property raises on those dicts in coqui-tts 0.27)
+    items = getattr(ds, "samples", None)
+    if isinstance(items, list) and len(items) == n and n and isinstance(items[0], dict):
+        for c in _LENGTH_COLUMNS:
+            if c in items[0]:
+                try:
+                    v = _as_list([s[c] for s in items], n)
+                except Exception:
+                    v = None
+                if v is not None:
+                    return "%s.samples[].%s" % (where, c), v
     indices = getattr(ds, "indices", None)   # torch.utils.data.Subset
     inner = getattr(ds, "dataset", None)
     if depth > 0 and inner is not None and indices is not None:

@@ -68,9 +68,11 @@ static void session_sweep(const struct session *s, const struct tune_view *v)
     if (leftovers_sweep(s->tmpbase, s->dir, dirs, &lr) > 0)
         tune_view_say(v, TUNE_NOTE, "removed what an earlier, killed run left: %d scratch "
                                     "director%s, %d trial cop%s of the config, %d temporary "
-                                    "file%s of an unfinished write (first: %s)",
+                                    "file%s of an unfinished write (first: %s), each while "
+                                    "holding its lock%s",
                       lr.dirs, lr.dirs == 1 ? "y" : "ies", lr.copies, lr.copies == 1 ? "y" : "ies",
-                      lr.temps, lr.temps == 1 ? "" : "s", lr.first);
+                      lr.temps, lr.temps == 1 ? "" : "s", lr.first,
+                      lr.kept ? "; kept what live runs may hold" : "");
 }
 
 /* The first cell's first trial built and thrown away: a key the config
@@ -104,6 +106,7 @@ enum session_status session_open(struct session *s, struct plan *plan, const str
     s->oom = t0;
     s->res = r0;
     s->plan = plan;
+    s->dir_lock = -1;
 
     char err[8192];
     int setup_failed = setup_load(&s->setup, plan, err, sizeof err);
@@ -127,10 +130,11 @@ enum session_status session_open(struct session *s, struct plan *plan, const str
                                "writable place", s->tmpbase, strerror(errno));
     snprintf(s->dir, sizeof s->dir, "%s", tmpl);
 
-    /* Mark the scratch directory as ours, then sweep what killed runs
-     * left behind (their scratch directories, trial copies of the config,
-     * temporary files of writes cut short). */
-    if (leftovers_mark(s->dir))
+    /* Lock the scratch directory as ours for the whole run (the lock dies
+     * with us, however we die; trials do not inherit it), then sweep what
+     * killed runs left behind (their scratch directories, trial copies of
+     * the config, temporary files of writes cut short). */
+    if ((s->dir_lock = leftovers_mark(s->dir)) < 0)
         tune_view_say(v, TUNE_NOTE, "warning: cannot mark '%s' as this run's: %s", s->dir,
                       strerror(errno));
     session_sweep(s, v);
@@ -428,6 +432,8 @@ void session_close(struct session *s)
     if (s->dir[0])
         leftovers_remove_tree(s->dir);
     s->dir[0] = '\0';
+    leftovers_unmark(s->dir_lock); /* only once nothing of it is left to sweep */
+    s->dir_lock = -1;
     guide_release(&s->guide);
     if (s->have_space)
         space_release(&s->space);

@@ -59,6 +59,7 @@ struct session {
     struct oom_table oom;
     char tmpbase[4096];            /**< $TMPDIR, or /tmp */
     char dir[4160];                /**< this run's scratch directory; "" none */
+    int dir_lock;                  /**< holds the lock on dir/owner (leftovers.h); -1 none */
     char probe_dir[4200];          /**< the in-process probe's files, in dir */
     struct trainlog_rules log_rules;
     long accum_default[1];         /**< the command's own accumulation */

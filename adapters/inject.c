@@ -275,20 +275,38 @@ static int inject_copy(const struct inject_ctx *ctx, enum knob_via which, const 
     const char *base = basename(b), *dot = strrchr(base, '.');
     int stem = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
     int fixed = which == VIA_CONFIG && ctx->preset->config_fixed && ctx->workdir;
-    int n = fixed ? asprintf(tmp, "%s/%s", ctx->workdir, ctx->preset->config_fixed)
-                  : asprintf(tmp, "%s/%.*s.autobatch-trial-%ld-%ld%s", dirname(d), stem, base,
-                             (long)getpid(), ctx->trial_id, dot && dot != base ? dot : "");
-    if (n < 0) {
-        *tmp = NULL;
-        cfile_release(&f);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
     /* The copy is exactly as private as the original (a 0600 config that
      * holds a token gives 0600 copies), from its first byte. */
     struct stat ost;
     unsigned mode = !stat(path, &ost) ? (unsigned)(ost.st_mode & 0777) : 0600;
-    int rc = cfile_save_mode(&f, *tmp, mode, err, errlen);
+    int rc;
+    if (fixed) {
+        /* In the trial's own scratch directory (private, 0700). */
+        if (asprintf(tmp, "%s/%s", ctx->workdir, ctx->preset->config_fixed) < 0) {
+            *tmp = NULL;
+            cfile_release(&f);
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+        rc = cfile_save_mode(&f, *tmp, mode, err, errlen);
+    } else {
+        /* Beside the user's config, in a directory others may write to:
+         * a new file under a name nobody can guess, made with
+         * O_CREAT|O_EXCL|O_NOFOLLOW (afile_create), so that a link or
+         * file planted beside the config is never written through.  The
+         * pid stays in the name for the sweep of a killed run's copies. */
+        char prefix[PATH_MAX], made[PATH_MAX + 128];
+        const char *dir = dirname(d);
+        snprintf(prefix, sizeof prefix, "%.*s.autobatch-trial-%ld-%ld-", stem, base,
+                 (long)getpid(), ctx->trial_id);
+        rc = afile_create(dir, prefix, dot && dot != base ? dot : "", f.cur, f.cur_len, mode,
+                          made, sizeof made, err, errlen);
+        if (!rc && !(*tmp = strdup(made))) {
+            unlink(made);
+            snprintf(err, errlen, "out of memory");
+            rc = -1;
+        }
+    }
     cfile_release(&f);
     if (rc) {
         free(*tmp);

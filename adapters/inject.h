@@ -15,7 +15,10 @@
  *     replace) is appended;
  *   - key / accelerate_key: the user's config (or the accelerate launch
  *     config) is copied with the value set, into a temporary file beside
- *     the original (so relative includes still resolve), and every
+ *     the original (so relative includes still resolve), named
+ *     `STEM.autobatch-trial-PID-TRIAL-RANDOM.EXT` (RANDOM: 12 characters
+ *     from getrandom) and made with O_CREAT|O_EXCL|O_NOFOLLOW, so that
+ *     nothing planted beside the config is written through; and every
  *     argument naming the original (`PATH`, `--flag=PATH`) is pointed at
  *     the copy.  The original is never written;
  *   - env: the variable is set.

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * events: the --events stream (see events.h).  One process-wide stream:
- * stdout for "-", else the file opened for appending (a FIFO a follower
- * already reads works).  Each event is one jansson object, "event" and
+ * stdout for "-", else the file opened for appending, non-blocking (a
+ * FIFO gets EVENTS_READER_WAIT_S for its reader to come).  Each event is one jansson object, "event" and
  * "t" (seconds on the monotonic clock since events_open) first, dumped
  * compact on one line and flushed at once; emit takes ownership of the
  * object, also when no stream is open.
@@ -11,10 +11,13 @@
 #include "util/mono.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "util/errbuf.h"
 
@@ -28,10 +31,43 @@ int events_open(const char *path, char *err, size_t errlen)
         events_f = stdout;
         return 0;
     }
-    /* appended: a FIFO or a file that a follower already tails */
-    events_f = fopen(path, "a");
-    if (!events_f) {
+    /* Appended: a FIFO or a file that a follower already tails.
+     * O_NONBLOCK, so that a FIFO nobody reads answers ENXIO at once
+     * instead of hanging the open; we then wait a while for its reader. */
+    int fd;
+    double deadline = events_t0 + EVENTS_READER_WAIT_S;
+    while ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NONBLOCK | O_NOCTTY | O_CLOEXEC,
+                      0666)) < 0) {
+        if (errno == EINTR)
+            continue;
+        if (errno != ENXIO) {
+            errbuf_set(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+            return -1;
+        }
+        if (mono_now() > deadline) {
+            errbuf_set(err, errlen, "'%s' is a FIFO and nothing opened it for reading in %d s; "
+                       "start its reader first", path, EVENTS_READER_WAIT_S);
+            return -1;
+        }
+        struct timespec ts = { 0, 100 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+    }
+    struct stat st;
+    int fl = fcntl(fd, F_GETFL);
+    if (fstat(fd, &st) || fl < 0) {
         errbuf_set(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode)) {
+        errbuf_set(err, errlen, "cannot write '%s': not a file, FIFO or character device", path);
+        close(fd);
+        return -1;
+    }
+    /* From now on writes wait for the reader, as a pipe's do. */
+    if (fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) || !(events_f = fdopen(fd, "a"))) {
+        errbuf_set(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+        close(fd);
         return -1;
     }
     return 0;

@@ -16,6 +16,12 @@
  *
  * t is seconds since the start.  Each line is written and flushed whole
  * (a reader never sees half an object); a FIFO or a pipe works.  The
+ * file is opened non-blocking: a regular file (created when missing) is
+ * appended to; a character device is written through; a FIFO waits at
+ * most EVENTS_READER_WAIT_S for a reader to open it and is refused after
+ * that (then the run stops before its first trial), and once open, a
+ * reader that stops reading holds the run up as a full pipe does;
+ * anything else (a directory, a socket) is refused.  The
  * stream is process-wide: only the controller writes it (workers of
  * --gpus never do).
  */
@@ -25,7 +31,11 @@
 #include <jansson.h>
 #include <stddef.h>
 
-/** Open the stream ("-": stdout).  0, or -1 with a reason in err. */
+/** How long events_open waits for a reader of a FIFO, in seconds. */
+#define EVENTS_READER_WAIT_S 10
+
+/** Open the stream ("-": stdout) as described above.  0, or -1 with a
+ *  reason in err. */
 int events_open(const char *path, char *err, size_t errlen);
 
 /** 1 when a stream is open. */

@@ -198,7 +198,9 @@ static int list_spool(const char *dir, char ***names, size_t *n, char *err, size
 /* Read and check one spool file; the caller decrefs. */
 static json_t *read_spool_file(const char *path, char *err, size_t errlen)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK: a FIFO in the spool would otherwise hang this open
+     * forever, before the check below could refuse it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) < 0) {
         errbuf_set(err, errlen, "cannot read '%s': %s", path, strerror(errno));

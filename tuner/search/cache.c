@@ -8,17 +8,25 @@
  * named by the key and holding it too; cache_load seeds each cell it
  * lists into the space (its boundary, and the old choice with its
  * measured neighbours) and ignores anything malformed or foreign.
- * cache_save writes it atomically (afile_write).
+ * cache_save writes it atomically and never through a link
+ * (afile_write_nofollow).  The directory is used only when it is ours:
+ * a real directory (not a link), owned by us, writable by nobody else
+ * (cache_dir_check); a cache in a directory others may write to is one
+ * they could plant links or forged boundaries in.  Every file is opened
+ * non-blocking and read only when it is a regular file: a FIFO in its
+ * place cannot hang the run.
  */
 #include "search/cache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "util/afile.h"
 
@@ -44,14 +52,23 @@ static uint64_t cache_hash_file(uint64_t h, const char *path)
     struct stat st;
     if (stat(path, &st) || !S_ISREG(st.st_mode) || st.st_size > (16 << 20))
         return h;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* Non-blocking, and checked again once open: a FIFO put in the
+     * file's place after the stat must not hang the open. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
         return h;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return h;
+    }
     char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        h = fnv(h, buf, n);
-    fclose(f);
+    ssize_t n;
+    off_t total = 0;
+    while (total <= (16 << 20) && (n = read(fd, buf, sizeof buf)) > 0) {
+        h = fnv(h, buf, (size_t)n);
+        total += n;
+    }
+    close(fd);
     return h;
 }
 
@@ -108,14 +125,57 @@ void cache_key_make(struct cache_key *k, char *const *command, const struct cfil
         snprintf(k->path, sizeof k->path, "%s/%s.json", dir, k->hex);
 }
 
+int cache_dir_check(const char *dir, char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(dir, &st)) {
+        if (errno == ENOENT)
+            return 0; /* made by cache_save, 0700 */
+        snprintf(err, errlen, "cannot use the cache '%s': %s", dir, strerror(errno));
+        return -1;
+    }
+    const char *why = S_ISLNK(st.st_mode)          ? "it is a symbolic link"
+                    : !S_ISDIR(st.st_mode)         ? "it is not a directory"
+                    : st.st_uid != geteuid()       ? "it belongs to another user"
+                    : (st.st_mode & (S_IWGRP | S_IWOTH)) ? "others may write to it"
+                                                   : NULL;
+    if (why) {
+        snprintf(err, errlen, "not using the warm-start cache '%s': %s", dir, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* The cache directory, when it is one we may use (cache_dir_check). */
+static int cache_dir_ok(const struct cache_key *k)
+{
+    char dir[4000], err[256];
+    return k->path[0] && !cache_dir(dir, sizeof dir) && !cache_dir_check(dir, err, sizeof err);
+}
+
+/* The cache file: never through a link, never blocking (a FIFO in its
+ * place), only a regular file of a sane size.  NULL when there is none. */
+static json_t *cache_read(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    json_t *doc = NULL;
+    if (!fstat(fd, &st) && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+        st.st_size <= (16 << 20)) {
+        json_error_t je;
+        doc = json_loadfd(fd, 0, &je);
+    }
+    close(fd);
+    return doc;
+}
+
 int cache_load(const struct cache_key *k, struct space *sp)
 {
-    /* Only a regular file: reading a FIFO put in its place would hang. */
-    struct stat st;
-    if (!k->path[0] || stat(k->path, &st) || !S_ISREG(st.st_mode))
+    if (!cache_dir_ok(k))
         return 0;
-    json_error_t je;
-    json_t *doc = json_load_file(k->path, 0, &je);
+    json_t *doc = cache_read(k->path);
     if (!doc)
         return 0;
     int seeded = 0;
@@ -148,7 +208,7 @@ int cache_load(const struct cache_key *k, struct space *sp)
     return seeded;
 }
 
-/* mkdir -p for the cache directory. */
+/* mkdir -p for the cache directory; the last part private (0700). */
 static int cache_mkdirs(const char *path)
 {
     char buf[4096];
@@ -161,14 +221,14 @@ static int cache_mkdirs(const char *path)
             return -1;
         *p = '/';
     }
-    return mkdir(buf, 0755) && errno != EEXIST ? -1 : 0;
+    return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
 }
 
 int cache_save(const struct cache_key *k, const struct space *sp, long choice_accum,
                int choice_ckpt, long choice_micro)
 {
     char dir[4000];
-    if (!k->path[0] || cache_dir(dir, sizeof dir) || cache_mkdirs(dir))
+    if (!k->path[0] || cache_dir(dir, sizeof dir) || cache_mkdirs(dir) || !cache_dir_ok(k))
         return -1;
     json_t *cells = json_array();
     for (size_t i = 0; i < sp->ncells; i++) {
@@ -197,7 +257,7 @@ int cache_save(const struct cache_key *k, const struct space *sp, long choice_ac
     if (!text)
         return -1;
     char err[256];
-    int rc = afile_write(k->path, text, strlen(text), err, sizeof err);
+    int rc = afile_write_nofollow(k->path, text, strlen(text), 0600, err, sizeof err);
     free(text);
     return rc;
 }

@@ -47,6 +47,14 @@ int cache_load(const struct cache_key *k, struct space *sp);
 int cache_save(const struct cache_key *k, const struct space *sp, long choice_accum,
                int choice_ckpt, long choice_micro);
 
+/**
+ * Is dir fit to hold the cache: a real directory (not a link) of ours
+ * that no one else may write to?  A directory that does not exist yet is
+ * (cache_save makes it 0700).  Returns 0, or -1 with a one-line note;
+ * then cache_load reads nothing and cache_save writes nothing.
+ */
+int cache_dir_check(const char *dir, char *err, size_t errlen);
+
 /** The directory: $XDG_CACHE_HOME/autobatch, else $HOME/.cache/autobatch. */
 int cache_dir(char *out, size_t len);
 

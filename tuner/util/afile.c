@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -147,15 +148,93 @@ static int afile_target(const char *path, char *out, size_t outlen, char *err, s
     return 0;
 }
 
-/* The temporary name: same directory, hidden, our pid (so that a sweep
- * can tell a killed writer's file from a live one's), unique. */
-static void afile_tmpname(const char *target, char *out, size_t outlen)
+/* ------------------------------------------------------ new files only */
+
+/* n characters from [A-Za-z0-9], drawn from the kernel's random pool:
+ * a name nobody can guess, so nobody can plant anything under it first. */
+static int afile_random_chars(char *out, size_t n)
 {
-    char a[PATH_MAX], b[PATH_MAX];
+    static const char set[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char raw[64];
+    if (n > sizeof raw)
+        return -1;
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom(raw + got, n - got, 0);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    for (size_t i = 0; i < n; i++)
+        out[i] = set[raw[i] % (sizeof set - 1)]; /* 256 % 62: a bias of no use to a guesser */
+    out[n] = '\0';
+    return 0;
+}
+
+int afile_open_new(const char *dir, const char *prefix, size_t nrand, const char *suffix,
+                   unsigned mode, char *out, size_t outlen, char *err, size_t errlen)
+{
+    for (int tries = 0; tries < 100; tries++) {
+        char r[65];
+        if (afile_random_chars(r, nrand)) {
+            snprintf(err, errlen, "cannot make a file in '%s': no random bytes: %s", dir,
+                     strerror(errno));
+            return -1;
+        }
+        if ((size_t)snprintf(out, outlen, "%s/%s%s%s", dir, prefix, r, suffix) >= outlen) {
+            snprintf(err, errlen, "path too long: '%s/%s'", dir, prefix);
+            return -1;
+        }
+        /* O_EXCL|O_NOFOLLOW: a name that exists, a link above all, is
+         * never opened; we only ever write a file we have just made. */
+        int fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC,
+                      (mode_t)mode & 0777);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST) {
+            snprintf(err, errlen, "cannot make a file in '%s': %s", dir, strerror(errno));
+            return -1;
+        }
+    }
+    snprintf(err, errlen, "cannot make a file in '%s': every name tried exists", dir);
+    return -1;
+}
+
+int afile_create(const char *dir, const char *prefix, const char *suffix, const void *data,
+                 size_t len, unsigned mode, char *out, size_t outlen, char *err, size_t errlen)
+{
+    int fd = afile_open_new(dir, prefix, AFILE_RANDOM_LEN, suffix, mode, out, outlen, err, errlen);
+    if (fd < 0)
+        return -1;
+    /* The mode again, past the umask: a 0600 original gives a 0600 copy,
+     * a 0644 one a 0644 copy. */
+    if (fchmod(fd, (mode_t)mode & 0777) || afile_write_all(fd, data, len)) {
+        snprintf(err, errlen, "cannot write '%s': %s", out, strerror(errno));
+        close(fd);
+        unlink(out);
+        return -1;
+    }
+    if (close(fd) && errno != EINTR) {
+        snprintf(err, errlen, "cannot write '%s': %s", out, strerror(errno));
+        unlink(out);
+        return -1;
+    }
+    return 0;
+}
+
+/* The temporary file beside target: same directory, hidden, our pid (so
+ * that a sweep can tell a killed writer's file from a live one's), then
+ * six random characters; made with O_EXCL|O_NOFOLLOW. */
+static int afile_mktemp(const char *target, char *out, size_t outlen, char *err, size_t errlen)
+{
+    char a[PATH_MAX], b[PATH_MAX], prefix[PATH_MAX + 64];
     snprintf(a, sizeof a, "%s", target);
     snprintf(b, sizeof b, "%s", target);
-    snprintf(out, outlen, "%s/.%s" AFILE_TMP_MARK "%ld-XXXXXX", dirname(a), basename(b),
-             (long)getpid());
+    snprintf(prefix, sizeof prefix, ".%s" AFILE_TMP_MARK "%ld-", basename(b), (long)getpid());
+    return afile_open_new(dirname(a), prefix, 6, "", 0600, out, outlen, err, errlen);
 }
 
 /* Resolve path, refuse a directory in its place, and create the temporary
@@ -171,8 +250,7 @@ static int afile_open_tmp(const char *path, char *target, size_t tlen, char *tmp
         snprintf(err, errlen, "cannot write '%s': it is a directory", path);
         return -1;
     }
-    afile_tmpname(target, tmp, tmplen);
-    int fd = mkstemp(tmp);
+    int fd = afile_mktemp(target, tmp, tmplen, err, errlen);
     if (fd < 0)
         snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
     return fd;
@@ -225,6 +303,29 @@ int afile_write_mode(const char *path, const void *data, size_t len, unsigned ne
     if (dfd >= 0) {
         fsync(dfd);
         close(dfd);
+    }
+    return 0;
+}
+
+int afile_write_nofollow(const char *path, const void *data, size_t len, unsigned mode,
+                         char *err, size_t errlen)
+{
+    char tmp[PATH_MAX + 64];
+    int fd = afile_mktemp(path, tmp, sizeof tmp, err, errlen);
+    if (fd < 0)
+        return -1;
+    if (fchmod(fd, (mode_t)mode & 07777) || afile_write_all(fd, data, len) || fsync(fd)) {
+        snprintf(err, errlen, "cannot write '%s': %s", path, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    /* rename() replaces the name itself: a link planted at path is
+     * replaced by our file, and what it pointed at is never touched. */
+    if (close(fd) || rename(tmp, path)) {
+        snprintf(err, errlen, "cannot replace '%s': %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
     }
     return 0;
 }

@@ -13,7 +13,9 @@
  * is removed and the original is untouched.
  *
  * The temporary file is `.NAME.autobatch-tmp-PID-XXXXXX` beside NAME (PID
- * the writer's): one left by a writer killed with SIGKILL belongs to no
+ * the writer's, XXXXXX six characters from getrandom()), made with
+ * O_CREAT|O_EXCL|O_NOFOLLOW: nothing planted under a temporary name is
+ * ever opened, let alone written through.  One left by a writer killed with SIGKILL belongs to no
  * live process, and leftovers.c sweeps it on the next run
  * (afile_tmp_pid() reads the PID back).
  *
@@ -56,6 +58,41 @@ int afile_write_mode(const char *path, const void *data, size_t len, unsigned ne
  * Returns 0, or -1 with a reason.
  */
 int afile_check_writable(const char *path, char *err, size_t errlen);
+
+/** Random characters in the names afile_create() makes. */
+#define AFILE_RANDOM_LEN 12
+
+/**
+ * Make a new file dir/PREFIX<nrand random characters>SUFFIX (at most 64
+ * characters, from getrandom()) with O_CREAT|O_EXCL|O_NOFOLLOW and mode
+ * (less the umask), trying another name when one exists.  Nothing that
+ * was there before, a planted symlink least of all, is opened.  Returns
+ * the descriptor (write-only; the caller closes it; the name in out), or
+ * -1 with a reason.
+ */
+int afile_open_new(const char *dir, const char *prefix, size_t nrand, const char *suffix,
+                   unsigned mode, char *out, size_t outlen, char *err, size_t errlen);
+
+/**
+ * Create a new file holding data, named as afile_open_new() names it with
+ * AFILE_RANDOM_LEN random characters, with exactly mode (past the umask):
+ * for the trial copies of a user's config, beside it.  The name goes to
+ * out; the caller unlinks the file.  Returns 0, or -1 with a reason
+ * (nothing is left behind).
+ */
+int afile_create(const char *dir, const char *prefix, const char *suffix, const void *data,
+                 size_t len, unsigned mode, char *out, size_t outlen, char *err, size_t errlen);
+
+/**
+ * Replace path atomically like afile_write(), but never through a link
+ * and never writing through a device or FIFO: the temporary file is
+ * renamed onto the name path itself, so whatever was there (a planted
+ * symlink included) is replaced, and its target is untouched.  For
+ * autobatch's own files (the warm-start cache).  mode is the new file's.
+ * Returns 0, or -1 with a reason.
+ */
+int afile_write_nofollow(const char *path, const void *data, size_t len, unsigned mode,
+                         char *err, size_t errlen);
 
 /** How long afile_lock() waits for another writer, in seconds. */
 #define AFILE_LOCK_WAIT_S 30

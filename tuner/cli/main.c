@@ -111,6 +111,11 @@ int main(int argc, char **argv)
     if (opened == SESSION_OK)
         ab_install_signals();
     pg.unit = s.setup.unit;
+    /* A config found in the command, not named by --config: one output
+     * on its path would replace it with results. */
+    if (opened == SESSION_OK &&
+        outputs_check_config(&plan, s.setup.have_config ? s.setup.config_path : NULL))
+        opened = SESSION_BAD;
     if (opened == SESSION_OK && plan.dry_run) {
         int bad = dry_run_print(&s);
         session_close(&s);

@@ -13,6 +13,8 @@
  * `autobatch notify`, and never changes the exit status.
  */
 #include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,10 +118,88 @@ int outputs_post(const json_t *doc, const char *url, const char *format, int ins
     return rc;
 }
 
+/* One file the run reads or writes, as the kernel knows it: a device and
+ * inode when it exists, else the would-be path (the directory's realpath
+ * and the name), so that `r.json`, `./r.json` and a link to it agree. */
+struct outputs_file {
+    const char *opt, *path;
+    int exists;
+    dev_t dev;
+    ino_t ino;
+    char where[PATH_MAX + NAME_MAX + 2];
+};
+
+static void outputs_resolve(struct outputs_file *f)
+{
+    struct stat st;
+    f->exists = !stat(f->path, &st);
+    if (f->exists) {
+        f->dev = st.st_dev;
+        f->ino = st.st_ino;
+        /* Two outputs on one device or FIFO (/dev/null, a follower's
+         * pipe) are written through in turn, not replaced: no clash. */
+        if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
+            f->path = NULL;
+        return;
+    }
+    char d[PATH_MAX], b[PATH_MAX];
+    snprintf(d, sizeof d, "%s", f->path);
+    snprintf(b, sizeof b, "%s", f->path);
+    char *real = realpath(dirname(d), NULL);
+    snprintf(f->where, sizeof f->where, "%s/%s", real ? real : dirname(d), basename(b));
+    free(real);
+}
+
+/* Refuse two options naming the same file: the later write would replace
+ * the earlier one (the results in place of the config, HTML in place of
+ * the results).  0, or 2 after printing both options. */
+static int outputs_distinct(const struct plan *plan, const char *config)
+{
+    struct outputs_file f[] = {
+        { plan->config_path ? "--config" : "the config", config, 0, 0, 0, "" },
+        { "--json", plan->json_path, 0, 0, 0, "" },
+        { "--markdown", plan->markdown_path, 0, 0, 0, "" },
+        { "--junit", plan->junit_path, 0, 0, 0, "" },
+        { "--html", plan->html_path, 0, 0, 0, "" },
+        { "--events", plan->events_path, 0, 0, 0, "" },
+        { "--keep-traces", plan->keep_traces, 0, 0, 0, "" },
+    };
+    size_t n = sizeof f / sizeof f[0];
+    for (size_t i = 0; i < n; i++) {
+        /* "-" is stdout: --json - with --events - is refused below. */
+        if (f[i].path && (!strcmp(f[i].path, "-") || !*f[i].path))
+            f[i].path = NULL;
+        if (f[i].path)
+            outputs_resolve(&f[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = i + 1; j < n && f[i].path; j++) {
+            if (!f[j].path || f[i].exists != f[j].exists)
+                continue;
+            if (f[i].exists ? f[i].dev == f[j].dev && f[i].ino == f[j].ino
+                            : !strcmp(f[i].where, f[j].where)) {
+                cli_error("%s '%s' and %s '%s' are the same file; the one written last would "
+                          "replace the other: give each its own path", f[i].opt, f[i].path,
+                          f[j].opt, f[j].path);
+                return AB_EXIT_USAGE;
+            }
+        }
+    }
+    return AB_EXIT_OK;
+}
+
 int outputs_check(const struct plan *plan, json_t **baseline)
 {
     char err[512];
     *baseline = NULL;
+    if (outputs_distinct(plan, plan->config_path))
+        return AB_EXIT_USAGE;
+    /* The warm-start cache in a directory others may write to is not
+     * used (cache.c); say so here, where the user reads it. */
+    char cdir[4000];
+    if (!plan->no_cache && !cache_dir(cdir, sizeof cdir) && cache_dir_check(cdir, err, sizeof err))
+        fprintf(stderr, "autobatch: note: %s; make it yours and private (chmod 700), or set "
+                        "XDG_CACHE_HOME\n", err);
     if (plan->json_path && strcmp(plan->json_path, "-") &&
         afile_check_writable(plan->json_path, err, sizeof err)) {
         cli_error("--json: %s; choose a writable path", err);
@@ -157,6 +237,13 @@ int outputs_check(const struct plan *plan, json_t **baseline)
         return AB_EXIT_USAGE;
     }
     return AB_EXIT_OK;
+}
+
+int outputs_check_config(const struct plan *plan, const char *config)
+{
+    if (!config || plan->config_path)
+        return AB_EXIT_OK; /* --config was checked by outputs_check */
+    return outputs_distinct(plan, config);
 }
 
 /* Append the Markdown summary to $GITHUB_STEP_SUMMARY, within GitHub's
@@ -208,10 +295,13 @@ int outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, 
             status = AB_EXIT_REGRESSION;
         json_object_set_new(json_object_get(doc, "summary"), "exit", json_integer(status));
     }
+    /* A results file or report that could not be written (a full disk,
+     * a vanished directory) is not bad input: its own status, so that a
+     * script can tell "retry with space" from "fix the command". */
+    int unwritten = 0;
     if (plan->json_path && results_write_json(doc, plan->json_path, err, sizeof err)) {
-        cli_error("%s", err);
-        if (status == AB_EXIT_OK)
-            status = AB_EXIT_USAGE;
+        cli_error("could not write the results: %s", err);
+        unwritten = 1;
     }
     const char *paths[] = { plan->markdown_path, plan->junit_path, plan->html_path };
     enum report_format fmts[] = { REPORT_MARKDOWN, REPORT_JUNIT, REPORT_HTML };
@@ -224,11 +314,13 @@ int outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, 
             cli_error("%s report: %s", report_format_name(fmts[k]), err);
             if (status == AB_EXIT_OK)
                 status = AB_EXIT_USAGE;
-        } else if (outputs_emit(paths[k], text, len) && status == AB_EXIT_OK) {
-            status = AB_EXIT_USAGE;
+        } else if (outputs_emit(paths[k], text, len)) {
+            unwritten = 1;
         }
         free(text);
     }
+    if (unwritten && status == AB_EXIT_OK)
+        status = AB_EXIT_UNWRITTEN;
     outputs_step_summary(doc);
     if (plan->webhook_url) {
         if (webhook_global_init(err, sizeof err))

@@ -19,13 +19,24 @@
 struct plan;
 
 /**
- * Check, before the first trial, everything the run's outputs need: the
- * --json and report paths writable, --events and --json not both on
+ * Check, before the first trial, everything the run's outputs need: no
+ * two of --config, --json, --markdown, --junit, --html, --events and
+ * --keep-traces naming the same file (by device and inode, or for a new
+ * name the directory's realpath and the name; devices and FIFOs may be
+ * shared), the --json and report paths writable, --events and --json not both on
  * stdout, the baseline readable (loaded into *baseline, the caller's to
  * json_decref), the webhook URL and format valid; and open the --events
  * stream (not for --dry-run).  Returns 0, or 2 after printing the error.
  */
 int outputs_check(const struct plan *plan, json_t **baseline);
+
+/**
+ * The same-file check of outputs_check for a config that was not named by
+ * --config but found in the command by the preset (known only once the
+ * session is open, still before the first trial): 0, or 2 after printing
+ * the option and the config that name the same file.
+ */
+int outputs_check_config(const struct plan *plan, const char *config);
 
 /**
  * After the run: compare with the baseline (returns 6 instead of a 0

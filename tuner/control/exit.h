@@ -17,6 +17,10 @@ enum ab_exit {
     AB_EXIT_CRASH = 4,
     AB_EXIT_BUDGET = 5,
     AB_EXIT_REGRESSION = 6, /**< the baseline gate (cli/outputs.c) */
+    /** the run finished, but the results file or a report could not be
+     *  written (a full disk, a directory gone): not bad input; the
+     *  message says which file (cli/outputs.c) */
+    AB_EXIT_UNWRITTEN = 7,
     AB_EXIT_INTERRUPTED = 130,
 };
 

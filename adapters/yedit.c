@@ -313,6 +313,17 @@ static enum cedit_status ystream_parse(struct ystream *s, const char *doc, size_
         yaml_event_type_t t = v->e.type;
         s->n++;
         if (t == YAML_MAPPING_START_EVENT || t == YAML_SEQUENCE_START_EVENT) {
+            /* Stop before libyaml's flow scanner, whose cost per token
+             * grows with the nesting, goes quadratic on `[[[[...`. */
+            if (depth >= YEDIT_MAX_DEPTH) {
+                st = failf(err, errlen, CEDIT_MALFORMED,
+                           "malformed yaml at line %zu, column %zu: nested deeper than %d levels",
+                           (size_t)v->e.start_mark.line + 1, (size_t)v->e.start_mark.column + 1,
+                           YEDIT_MAX_DEPTH);
+                s->n--;
+                yaml_event_delete(&v->e);
+                break;
+            }
             if (depth == salloc) {
                 size_t want = salloc ? salloc * 2 : 32;
                 size_t *ns = realloc(stack, want * sizeof *ns);

@@ -57,7 +57,10 @@
  *     index is out of range (lists never grow); the document is empty;
  *   - CEDIT_NOT_SCALAR: the target is a mapping or a list;
  *   - CEDIT_MALFORMED: the stream does not parse ("... at line L, column
- *     C: ...", both 1-based), or is UTF-16;
+ *     C: ...", both 1-based), or is UTF-16, or nests mappings and lists
+ *     deeper than YEDIT_MAX_DEPTH ("nested deeper than 1000 levels at
+ *     line L, column C"): reading stops there, so that a hostile file
+ *     (`a: [[[[...`) costs linear time, not libyaml's quadratic time;
  *   - CEDIT_BAD_KEY: an empty key or an empty component ("a..b", ".a");
  *   - CEDIT_VERIFY: the edited bytes did not re-parse with exactly the
  *     intended change (every other event's value, style, tag, anchor and
@@ -69,6 +72,9 @@
 #include <stddef.h>
 
 #include "cedit.h"
+
+/** The deepest nesting of mappings and lists a document may have. */
+#define YEDIT_MAX_DEPTH 1000
 
 /**
  * Get the scalar at key: *value is malloc'd, its text with quotes removed

@@ -5,6 +5,7 @@
  * the user; the engine never sees argv.
  */
 #include "cli/cli.h"
+#include "cli/say.h"
 #include "util/which.h"
 
 #include <stdarg.h>
@@ -201,9 +202,7 @@ void cli_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("autobatch: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say_vline(stderr, "autobatch: error: ", fmt, ap); /* may quote a file or a trainer */
     va_end(ap);
 }
 
@@ -212,9 +211,7 @@ static enum cli_status cli_bad(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("autobatch: error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    say_vline(stderr, "autobatch: error: ", fmt, ap);
     va_end(ap);
     fputs("try 'autobatch --help'\n", stderr);
     return CLI_USAGE;

@@ -7,6 +7,7 @@
  * flicker.
  */
 #include "cli/progress.h"
+#include "cli/say.h"
 #include "util/mono.h"
 
 #include "output/events.h"
@@ -222,19 +223,30 @@ static void progress_draw(struct progress *p, int force)
     progress_drawing = p;
 }
 
-void progress_note(struct progress *p, const char *fmt, ...)
+/* prefix, then text made safe (say.h), as one line. */
+static void progress_say(FILE *f, const char *prefix, const char *text)
+{
+    say_line(f, prefix, "%s", text);
+}
+
+/* Make room for a line of autobatch's own: the live status cleared, the
+ * command's unfinished line ended. */
+static void progress_bol(struct progress *p)
 {
     progress_clear(p);
     if (!p->at_bol)
         fputc('\n', stderr);
+    p->at_bol = 1;
+}
+
+void progress_note(struct progress *p, const char *fmt, ...)
+{
+    progress_bol(p);
     va_list ap;
     va_start(ap, fmt);
-    fputs("autobatch: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    say_vline(stderr, "autobatch: ", fmt, ap); /* a note may quote the trainer */
     va_end(ap);
-    fputc('\n', stderr);
     fflush(stderr);
-    p->at_bol = 1;
 }
 
 void progress_bracket(struct progress *p, long max_fit, long min_fail)
@@ -258,8 +270,10 @@ void progress_trial_start(struct progress *p, long id, long micro, long accum, i
     if (p->verbose && argv) {
         progress_clear(p);
         fputs("autobatch: $", stderr);
-        for (size_t i = 0; argv[i]; i++)
-            fprintf(stderr, " %s", argv[i]);
+        for (size_t i = 0; argv[i]; i++) {
+            fputc(' ', stderr);
+            say_fputs(stderr, argv[i]);
+        }
         fputc('\n', stderr);
     }
     if (p->tty) {
@@ -340,11 +354,14 @@ void progress_trial_end(struct progress *p, const struct trial_result *r, double
     }
     if (samples_per_s > 0)
         snprintf(extra, sizeof extra, ", %.1f %s/s", samples_per_s, p->unit);
-    progress_note(p, "trial %ld: micro_batch=%ld grad_accum=%ld checkpointing=%s -> %s%s%s "
-                     "(%ld steps%s, %.1fs)", p->trial_id, p->micro_batch, p->grad_accum,
-                  p->checkpointing ? "on" : "off", progress_c(p, col),
-                  trial_outcome_name(r->outcome), progress_c(p, C_RESET), r->steps_seen, extra,
-                  r->wall_s);
+    /* Our own words and numbers only, and the outcome's colour: written
+     * as they are (say.h escapes only what others wrote). */
+    progress_bol(p);
+    fprintf(stderr, "autobatch: trial %ld: micro_batch=%ld grad_accum=%ld checkpointing=%s -> "
+                    "%s%s%s (%ld steps%s, %.1fs)\n", p->trial_id, p->micro_batch, p->grad_accum,
+            p->checkpointing ? "on" : "off", progress_c(p, col), trial_outcome_name(r->outcome),
+            progress_c(p, C_RESET), r->steps_seen, extra, r->wall_s);
+    fflush(stderr);
     /* A failure whose output nobody saw: its last lines say what went on.
      * A crash prints its whole tail itself (main.c), an interrupt or a
      * command that never started has nothing to say. */
@@ -364,7 +381,7 @@ void progress_trial_end(struct progress *p, const struct trial_result *r, double
     if (tail) {
         fputs("  last lines of its output:\n", stderr);
         for (int i = from; i < r->tail_count; i++)
-            fprintf(stderr, "    | %s\n", r->tail[i]);
+            progress_say(stderr, "    | ", r->tail[i]);
         fflush(stderr);
     }
     if (r->outcome == TRIAL_FIT && samples_per_s > p->best_sps) {
@@ -390,7 +407,7 @@ static void progress_view_line(void *ctx, enum tune_line kind, const char *text)
         cli_error("%s", text);
         break;
     case TUNE_TAIL:
-        fprintf(stderr, "  | %s\n", text);
+        progress_say(stderr, "  | ", text);
         break;
     }
 }

@@ -18,7 +18,10 @@
 #     or scan, the whole epoch seen, the largest batch being a long one),
 #     its largest fit is at most N and at least 0.8 N, the choice is
 #     confirmed, and the choice trains through a fresh full epoch under
-#     the same cap.
+#     the same cap;
+#   * with --worst-case scan (what a loader without a length signal gets),
+#     a trial at N+1 scans the whole epoch well within its 30 s, meets its
+#     last batch (the longest) first and runs out of memory.
 # The choice is the fastest fit, which on a CPU may be below the largest
 # one; the 0.8 N bound is on the largest fit it prints (as test_worst_case).
 source "$(dirname "$0")/lib.sh"
@@ -96,6 +99,25 @@ assert_eq "$best" "$(jqr '.confirm[-1].micro_batch' "$J")" "the confirmed size"
 [ $((got * 10)) -ge $((N * 8)) ] || fail "largest fit $got is below 0.8 x $N"
 [ "$best" -le "$got" ] || fail "best $best above the largest fit $got"
 pass "autobatch: worst case $mode in every trial; largest fit $got (full epoch: $N), choice $best confirmed"
+
+# --- the scan, as when no length signal is found: one trial at N+1 meets
+# the epoch's last (longest) batch first and runs out of memory, well
+# within the scan's default 30 s
+cd "$WORK/project"
+rc=0
+"$AUTOBATCH" --quiet --preset coqui --trial-memory-limit ${CAP_KB}K --batch $B:$B --steps 3 --warmup 1 \
+  --worst-case scan --no-confirm --kill-grace 2s --no-cache --json "$WORK/s.json" -- \
+  "$PY" -m TTS.bin.train_tts --config_path config.json >"$WORK/s.out" 2>&1 || rc=$?
+cd "$WORK"
+assert_eq 3 "$rc" "scan at $B: exit status (nothing fits) $(tail -3 "$WORK/s.out")"
+assert_eq oom "$(jqr '.trials[0].outcome' "$WORK/s.json")" "scan at $B: the trial"
+s='.trials[0].worst_case'
+assert_eq scan "$(jqr "$s.mode" "$WORK/s.json")" "scan at $B: worst_case.mode"
+assert_eq true "$(jqr "$s.whole" "$WORK/s.json")" "scan at $B: the whole epoch seen"
+assert_eq $((CLIPS / B)) "$(jqr "$s.batches_seen" "$WORK/s.json")" "scan at $B: batches seen"
+assert_eq $((CLIPS / B - 1)) "$(jqr "$s.position" "$WORK/s.json")" "scan at $B: the largest batch is the epoch's last"
+jq -e "$s.scan_s < 30" "$WORK/s.json" >/dev/null || fail "scan at $B: took $(jqr "$s.scan_s" "$WORK/s.json")s"
+pass "scan at $B: met batch $(jqr "$s.position" "$WORK/s.json") of $((CLIPS / B)) first after a $(jqr "$s.scan_s" "$WORK/s.json")s scan, and ran out of memory"
 
 # --- the choice trains through a fresh full epoch under the same cap
 t2=$SECONDS

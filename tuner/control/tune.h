@@ -132,6 +132,7 @@ struct tune_run {
     int noted_world, noted_probe, noted_probe_error;
     int noted_seen;              /**< said once that the model got another batch size */
     int noted_outside;           /**< said once that the knob is checked from outside */
+    int noted_unverified;        /**< said once that the outside check had no memory figures */
     int knob_unseen;             /**< the batch knob showed no effect: exit 2, no choice */
     const struct tune_slot *slots; /**< NULL: no --gpus */
     size_t nslots;

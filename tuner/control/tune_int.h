@@ -66,7 +66,8 @@ struct tune_job {
  *  trainer, for cells the probe could not see: in a cell where every
  *  size fitted, the smallest and the largest fit ran with the same peak
  *  and the same time per step.  Then says so, sets r->status to
- *  AB_EXIT_USAGE and returns 1 (no choice); else 0.  Checked at the end,
+ *  AB_EXIT_USAGE and returns 1 (no choice); else 0 (with a warning when
+ *  the times were alike but no peak was measured).  Checked at the end,
  *  not after each trial: at small sizes a real knob can change the time
  *  per step by less than its noise (a launch-bound step). */
 int tune_knob_check(struct tune_run *r);

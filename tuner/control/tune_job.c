@@ -156,11 +156,11 @@ static void tune_explain_mismatch(const struct tune_run *r, const struct trial_r
 /*
  * Without the probe's view of the batch, the outside view: a knob that
  * reaches the trainer changes its memory or its time per step.  Two fits
- * 4 or more times apart with the same peak (within 2% or 8 MiB; not
- * compared when either is unknown) and the same time per step (within
- * three times their spreads plus 10%) look alike.
+ * 4 or more times apart look alike when their time per step is the same
+ * (within three times their spreads plus 10%) and their peaks are too
+ * (within 2% or 8 MiB).  Returns 2 when both were compared, 1 when the
+ * times alike had no peaks to compare, 0 when they differ.
  */
-/* Do fits a (smaller) and b look alike, as tune_knob_unseen() says? */
 static int tune_same_fit(const struct results_trial *a, const struct results_trial *b)
 {
     int64_t pa = a->peak_vm_bytes > 0 ? a->peak_vm_bytes : a->peak_mem_bytes;
@@ -178,7 +178,9 @@ static int tune_same_fit(const struct results_trial *a, const struct results_tri
     double dt = b->step_time_s - a->step_time_s;
     if (dt < 0)
         dt = -dt;
-    return dt <= 3 * (ma + mb) + 0.10 * a->step_time_s;
+    if (dt > 3 * (ma + mb) + 0.10 * a->step_time_s)
+        return 0;
+    return peaks ? 2 : 1;
 }
 
 /* Two fits that look alike from outside (tune_same_fit). */
@@ -211,8 +213,23 @@ int tune_knob_check(struct tune_run *r)
             if (!hi || u->micro_batch > hi->micro_batch)
                 hi = u;
         }
-        if (failed || seen || !lo || !tune_same_fit(lo, hi))
+        int same = failed || seen || !lo ? 0 : tune_same_fit(lo, hi);
+        if (!same)
             continue;
+        if (same == 1) {
+            /* Time alone is no proof: at small sizes a real knob can change
+             * a step's time by less than its noise.  Said, not refused. */
+            if (!r->noted_unverified) {
+                r->noted_unverified = 1;
+                tune_say(r, TUNE_NOTE, "warning: micro_batch=%ld and micro_batch=%ld ran at the "
+                                       "same time per step (%.3gs, %.3gs) and no memory figure "
+                                       "was measured: autobatch cannot tell whether the batch "
+                                       "knob reaches the trainer; check that the command reads "
+                                       "it (--dry-run shows where it goes)", lo->micro_batch,
+                         hi->micro_batch, lo->step_time_s, hi->step_time_s);
+            }
+            continue;
+        }
         tune_explain_unseen(r, lo, hi);
         r->knob_unseen = 1;
         r->status = AB_EXIT_USAGE;

@@ -568,7 +568,7 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
                    : tr->probe_seen_per_step > 0 ? (double)tr->probe_seen_per_step
                    : (double)tr->batch_seen * (double)cell->grad_accum;
         samples = got * (double)world;
-        if (tr->batch_seen != value && !r->noted_seen) {
+        if (tr->outcome == TRIAL_FIT && tr->batch_seen != value && !r->noted_seen) {
             r->noted_seen = 1;
             tune_say(r, TUNE_NOTE, "micro_batch=%ld: the model got batches of %ld samples "
                                    "(the leading dimension of its first input); samples/s counts "

@@ -219,7 +219,9 @@ int replay_trace_load(const char *path, struct replay_trace *t, char *err, size_
                 t->graphs = (long)v;
             } else if (!strcmp(key, "rank")) {
                 t->rank = (long)v;
-            } /* pid, world: for people reading the file */
+            } else if (!strcmp(key, "world")) {
+                t->world = v > 0 ? (long)v : 0;
+            } /* pid: for people reading the file */
         } else if (step >= 0 || !strchr(line, ' ')) {
             bad = "a line that is not an event or a header";
         } /* other header lines (torch VERSION, timings): for people */
@@ -431,6 +433,9 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
             return replay_decline(m, why, whylen, "recorded sizes out of order");
         if (t[k].device != t[0].device)
             return replay_decline(m, why, whylen, "one trace is of the GPU, another of the CPU");
+        if (t[k].rank != t[0].rank)
+            return replay_decline(m, why, whylen, "traces of ranks %ld and %ld: one rank's "
+                                  "traces make a model", t[0].rank, t[k].rank);
     }
     /* Each trial's steady step: what its two recorded steps share; then
      * the steady steps of the trials aligned with the first one's. */
@@ -647,6 +652,8 @@ int replay_fit(const struct replay_trace *t, const long *batch, size_t n, struct
         rc = replay_fit_gpu(t, n, raw[0], s1to2, xpair, m, why, whylen);
     if (!rc && m->device == 'g')
         rc = replay_self_check(m, t, batch, n, why, whylen);
+    if (!rc)
+        m->rank = t[0].rank;
     free(from);
     free(xpair);
     free(s1to2);
@@ -1344,3 +1351,149 @@ long replay_predict_on(const struct replay_model *m, long min, long max, long st
     return predict_by(m, min, max, step, 0, dev, need);
 }
 
+
+/* ------------------------------------------------------------ ranks */
+
+void replay_ranks_release(struct replay_ranks *rs)
+{
+    for (size_t r = 0; r < rs->n; r++)
+        replay_model_release(&rs->m[r]);
+    free(rs->m);
+    rs->m = NULL;
+    rs->n = 0;
+}
+
+/* The trace of rank in t[0 .. n-1], or NULL. */
+static const struct replay_trace *rank_trace(const struct replay_trace *t, size_t n, long rank)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i].rank == rank)
+            return &t[i];
+    return NULL;
+}
+
+int replay_fit_ranks(const struct replay_trace *const *t, const size_t *nt, const long *batch,
+                     size_t n, struct replay_ranks *rs, char *why, size_t whylen)
+{
+    *rs = (struct replay_ranks)REPLAY_RANKS_INIT;
+    if (n < 2 || n > 3) {
+        snprintf(why, whylen, "needs two or three recorded sizes");
+        return -1;
+    }
+    /* The same ranks at every size, each once, none missing below the
+     * world the traces name. */
+    long world = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (!nt[k]) {
+            snprintf(why, whylen, "no trace at micro-batch %ld", batch[k]);
+            return -1;
+        }
+        for (size_t i = 0; i < nt[k]; i++) {
+            if (t[k][i].world > world)
+                world = t[k][i].world;
+            for (size_t j = 0; j < i; j++)
+                if (t[k][j].rank == t[k][i].rank) {
+                    snprintf(why, whylen, "two processes recorded as rank %ld at micro-batch %ld",
+                             t[k][i].rank, batch[k]);
+                    return -1;
+                }
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        for (long r = 0; r < world; r++)
+            if (!rank_trace(t[k], nt[k], r)) {
+                snprintf(why, whylen, "rank %ld of %ld wrote no trace at micro-batch %ld", r,
+                         world, batch[k]);
+                return -1;
+            }
+        for (size_t i = 0; k && i < nt[k]; i++)
+            if (!rank_trace(t[0], nt[0], t[k][i].rank)) {
+                snprintf(why, whylen, "rank %ld wrote no trace at micro-batch %ld", t[k][i].rank,
+                         batch[0]);
+                return -1;
+            }
+        for (size_t i = 0; k && i < nt[0]; i++)
+            if (!rank_trace(t[k], nt[k], t[0][i].rank)) {
+                snprintf(why, whylen, "rank %ld wrote no trace at micro-batch %ld", t[0][i].rank,
+                         batch[k]);
+                return -1;
+            }
+    }
+    rs->m = calloc(nt[0], sizeof *rs->m);
+    if (!rs->m) {
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    /* Lowest rank first. */
+    long prev = -1;
+    for (size_t r = 0; r < nt[0]; r++) {
+        long rank = -1;
+        for (size_t i = 0; i < nt[0]; i++)
+            if (t[0][i].rank > prev && (rank < 0 || t[0][i].rank < rank))
+                rank = t[0][i].rank;
+        prev = rank;
+        struct replay_trace one[3];
+        for (size_t k = 0; k < n; k++)
+            one[k] = *rank_trace(t[k], nt[k], rank);
+        char w[512];
+        if (replay_fit(one, batch, n, &rs->m[r], w, sizeof w)) {
+            if (nt[0] > 1)
+                snprintf(why, whylen, "rank %ld: %s", rank, w);
+            else
+                snprintf(why, whylen, "%s", w);
+            replay_ranks_release(rs);
+            return -1;
+        }
+        rs->n++;
+    }
+    return 0;
+}
+
+static int64_t rank_capacity(const struct replay_model *m, int64_t capacity, int cuda_view)
+{
+    return cuda_view ? replay_capacity(m, capacity) : capacity;
+}
+
+long replay_predict_ranks(const struct replay_ranks *rs, long min, long max, long step,
+                          int64_t capacity, int cuda_view, int64_t *need, size_t *decider,
+                          long *pred, int64_t *rneed)
+{
+    long best = min - 1;
+    *need = -1;
+    *decider = 0;
+    for (size_t r = 0; r < rs->n; r++) {
+        int64_t nd;
+        long p = replay_predict(&rs->m[r], min, max, step,
+                                rank_capacity(&rs->m[r], capacity, cuda_view), &nd);
+        if (pred)
+            pred[r] = p;
+        if (rneed)
+            rneed[r] = nd;
+        if (r == 0 || p < best || (p == best && nd > *need)) {
+            best = p;
+            *need = nd;
+            *decider = r;
+        }
+    }
+    return best;
+}
+
+int64_t replay_need_ranks(const struct replay_ranks *rs, long b, int64_t capacity, int cuda_view,
+                          int *fits, size_t *decider)
+{
+    int64_t most = -1;
+    *fits = 1;
+    *decider = 0;
+    for (size_t r = 0; r < rs->n; r++) {
+        int f;
+        int64_t nd = replay_need(&rs->m[r], b, rank_capacity(&rs->m[r], capacity, cuda_view), &f);
+        if (nd < 0)
+            return -1;
+        *fits = *fits && f;
+        if (nd > most) {
+            most = nd;
+            *decider = r;
+        }
+    }
+    return most;
+}

@@ -97,7 +97,8 @@ struct replay_trace {
     size_t nseg;
     struct replay_block *blk;
     size_t nblk;
-    long rank;
+    long rank;            /**< the process's rank (0 without torch.distributed) */
+    long world;           /**< the job's ranks; 0 unknown */
 };
 
 #define REPLAY_TRACE_INIT                                                                   \
@@ -230,5 +231,56 @@ int64_t replay_need_on(const struct replay_model *m, long b, const struct casim_
  */
 long replay_predict_on(const struct replay_model *m, long min, long max, long step,
                        const struct casim_device *dev, int64_t *need);
+
+/*
+ * Every rank (issue 25, item 5).  A job of several processes records one
+ * trace per process, and its ranks need not need the same memory: uneven
+ * shards, logging or evaluation on rank 0, pipeline stages.  Each rank's
+ * traces fit a model of their own, and the largest need decides: the
+ * prediction is the smallest of the ranks' largest fits, and the answer
+ * says which rank gave it.  A rank whose model declines makes the whole
+ * replay decline with that rank's reason (its need is unknown, and
+ * leaving it out could predict a size it cannot hold).
+ */
+struct replay_ranks {
+    struct replay_model *m; /**< one per rank, lowest rank first */
+    size_t n;
+};
+
+#define REPLAY_RANKS_INIT { NULL, 0 }
+
+/**
+ * Fit one model per rank.  t[k] holds nt[k] traces recorded at batch[k]
+ * (k < n: two or three sizes, smallest first), one per rank in any order.
+ * Every size must hold the same ranks, each once, and every rank below
+ * the traces' world; otherwise, or when one rank's replay_fit declines,
+ * returns -1 with the reason ("rank R: ...") and rs left empty.
+ * Returns 0.
+ */
+int replay_fit_ranks(const struct replay_trace *const *t, const size_t *nt, const long *batch,
+                     size_t n, struct replay_ranks *rs, char *why, size_t whylen);
+void replay_ranks_release(struct replay_ranks *rs);
+
+/**
+ * replay_predict() for every rank; the smallest answer wins (the rank
+ * that needs the most).  cuda_view: each rank's capacity is
+ * replay_capacity(its model, capacity) (a capacity from NVML), else
+ * capacity itself.  *decider: the index in rs->m of the rank that
+ * decided (of ranks with the same answer, the one that needs the most
+ * there, then the lowest); *need its bytes at the answer (at min when
+ * nothing fits).  pred (NULL, or rs->n entries) gets each rank's answer
+ * and rneed its bytes.
+ */
+long replay_predict_ranks(const struct replay_ranks *rs, long min, long max, long step,
+                          int64_t capacity, int cuda_view, int64_t *need, size_t *decider,
+                          long *pred, int64_t *rneed);
+
+/**
+ * replay_need() for every rank at b: the largest need, *fits when every
+ * rank fits, *decider the index of the rank that needs the most.
+ * Returns -1 when a model does not extend to b.
+ */
+int64_t replay_need_ranks(const struct replay_ranks *rs, long b, int64_t capacity, int cuda_view,
+                          int *fits, size_t *decider);
 
 #endif

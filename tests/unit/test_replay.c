@@ -4,7 +4,9 @@
  * per-allocation fit (linear; quadratic where a third size refutes the
  * line), every reason the model declines, the CPU need (bytes outside
  * the step + peak live bytes) and the GPU need through casim, and the
- * prediction's search over the grid.  Traces are written here by hand,
+ * prediction's search over the grid, and every rank of a job of several
+ * processes modelled, the largest need deciding (replay_fit_ranks, the
+ * guide's results and autobatch predict's engine).  Traces are written here by hand,
  * in the format sitecustomize.py's _Recorder writes; expected figures are
  * worked out in the comments.
  */
@@ -19,7 +21,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+#include <sys/stat.h>
+
 #include "replay.h"
+#include "search/guide.h"
+#include "search/predict.h"
+#include "search/space.h"
 
 static char dir[] = "/tmp/ab-replay-XXXXXX";
 
@@ -839,6 +847,247 @@ static void test_gpu_not_modelled(void **state)
     replay_model_release(&m);
 }
 
+
+/* ------------------------------------------------ every rank (item 5) */
+
+/* Bytes rank 0 (3 MiB a sample) and rank 1 (arg: MiB a sample) need at
+ * b over 1000 MiB kept: the independent calculation. */
+static int64_t need_mib_per_sample(long b, const void *arg)
+{
+    long per = *(const long *)arg;
+    return 500000000 + 1000 * MB + seg_for(per * MB * b);
+}
+
+/* Rank `rank` of `world`'s trace at micro-batch b: 1000 MiB of the
+ * model's own memory, a step of `per` MiB a sample, written to
+ * sub/name (sub made). */
+static void rank_file(const char *sub, const char *name, long rank, long world, long b, long per)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, sub);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/%s/%s", dir, sub, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "autobatch-trace 1\npid %ld\nrank %ld\nworld %ld\ntorch 2.8.0\nvm_peak_kb 1\n"
+               "vm_size_kb 1\ncuda_reserved %ld\ncuda_allocated %ld\ncuda_outside 500000000\n",
+            100 + rank, rank, world, (long)(1020 * MB), (long)(1000 * MB));
+    for (int k = 0; k < 2; k++)
+        fprintf(f, "step %d\na g %ld 1\nf g %ld 1\n", k + 1, per * MB * b, per * MB * b);
+    fprintf(f, "end 4\n");
+    fclose(f);
+}
+
+/* Two ranks' traces at sizes 2 and 3 (per[r] MiB a sample), fitted. */
+static int fit_two_ranks(const long per[2], struct replay_ranks *rs, char *why, size_t whylen)
+{
+    struct replay_trace t[2][2];
+    long batch[2] = { 2, 3 };
+    for (int k = 0; k < 2; k++)
+        for (int r = 0; r < 2; r++) {
+            char name[64], path[512];
+            /* rank 1 first in the array: the order of a directory */
+            snprintf(name, sizeof name, "r%d-b%ld.txt", 1 - r, batch[k]);
+            rank_file("ranks", name, 1 - r, 2, batch[k], per[1 - r]);
+            snprintf(path, sizeof path, "%s/ranks/%s", dir, name);
+            load(path, &t[k][r]);
+        }
+    const struct replay_trace *tp[2] = { t[0], t[1] };
+    size_t nt[2] = { 2, 2 };
+    int rc = replay_fit_ranks(tp, nt, batch, 2, rs, why, whylen);
+    for (int k = 0; k < 2; k++)
+        for (int r = 0; r < 2; r++)
+            replay_trace_release(&t[k][r]);
+    return rc;
+}
+
+/* Uneven shards: rank 1 gets 4 MiB a sample, rank 0 3 MiB.  Each rank is
+ * modelled; rank 1's answer is the prediction, and it says so. */
+static void test_ranks_uneven(void **state)
+{
+    (void)state;
+    struct replay_ranks rs;
+    char why[512];
+    long per[2] = { 3, 4 };
+    if (fit_two_ranks(per, &rs, why, sizeof why))
+        fail_msg("declined: %s", why);
+    assert_int_equal(rs.n, 2);
+    assert_int_equal(rs.m[0].rank, 0);
+    assert_int_equal(rs.m[1].rank, 1);
+    int64_t cap = 500000000 + 1600 * MB, need;
+    long want0 = largest(need_mib_per_sample, &per[0], cap, 4096);
+    long want1 = largest(need_mib_per_sample, &per[1], cap, 4096);
+    assert_int_equal(want0, 200);
+    assert_int_equal(want1, 150);
+    size_t d;
+    long pred[2];
+    int64_t rneed[2];
+    assert_int_equal(replay_predict_ranks(&rs, 1, 4096, 1, cap, 0, &need, &d, pred, rneed), want1);
+    assert_int_equal(d, 1);
+    assert_int_equal(rs.m[d].rank, 1);
+    assert_int_equal(need, need_mib_per_sample(want1, &per[1]));
+    assert_int_equal(pred[0], want0);
+    assert_int_equal(pred[1], want1);
+    /* On a grid of 8 (1, 9, ...): within one step of rank 1's boundary. */
+    long p8 = replay_predict_ranks(&rs, 1, 4096, 8, cap, 1, &need, &d, NULL, NULL);
+    assert_true(p8 <= want1 && p8 > want1 - 8);
+    assert_int_equal(rs.m[d].rank, 1);
+    /* The need at one size: rank 1's, and whether every rank fits. */
+    int fits;
+    assert_int_equal(replay_need_ranks(&rs, 151, cap, 0, &fits, &d),
+                     need_mib_per_sample(151, &per[1]));
+    assert_false(fits);
+    assert_int_equal(rs.m[d].rank, 1);
+    replay_ranks_release(&rs);
+
+    /* Equal ranks: the answer of one alone; the lowest rank named. */
+    long same[2] = { 3, 3 };
+    if (fit_two_ranks(same, &rs, why, sizeof why))
+        fail_msg("declined: %s", why);
+    assert_int_equal(replay_predict_ranks(&rs, 1, 4096, 1, cap, 0, &need, &d, pred, rneed),
+                     want0);
+    assert_int_equal(pred[0], pred[1]);
+    assert_int_equal(rneed[0], rneed[1]);
+    assert_int_equal(rs.m[d].rank, 0);
+    replay_ranks_release(&rs);
+}
+
+/* A rank whose model declines declines the whole, with its reason; a
+ * rank missing at one size, or twice at one, declines too. */
+static void test_ranks_decline(void **state)
+{
+    (void)state;
+    struct replay_trace t[2][2];
+    struct replay_ranks rs;
+    char why[512], path[512];
+    long batch[2] = { 2, 3 };
+    for (int k = 0; k < 2; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "d0-b%ld.txt", batch[k]);
+        rank_file("decl", name, 0, 2, batch[k], 3);
+        snprintf(path, sizeof path, "%s/decl/%s", dir, name);
+        load(path, &t[k][0]);
+    }
+    /* Rank 1 allocates another way at size 3: its traces do not align. */
+    rank_file("decl", "d1-b2.txt", 1, 2, 2, 3);
+    snprintf(path, sizeof path, "%s/decl/d1-b2.txt", dir);
+    load(path, &t[0][1]);
+    gpu_trace("d1-b3.txt", "cuda_reserved 1069547520\ncuda_allocated 1048576000\n"
+              "cuda_outside 500000000\n", "a g 5 1\na g 6 2\nf g 6 2\nf g 5 1\n",
+              "a g 5 1\na g 6 2\nf g 6 2\nf g 5 1\n", &t[1][1]);
+    t[1][1].rank = 1;
+    t[1][1].world = 2;
+    const struct replay_trace *tp[2] = { t[0], t[1] };
+    size_t nt[2] = { 2, 2 };
+    assert_int_equal(replay_fit_ranks(tp, nt, batch, 2, &rs, why, sizeof why), -1);
+    assert_non_null(strstr(why, "rank 1: "));
+    assert_null(rs.m);
+    /* Rank 1 absent at size 3 (world 2). */
+    nt[1] = 1;
+    assert_int_equal(replay_fit_ranks(tp, nt, batch, 2, &rs, why, sizeof why), -1);
+    assert_string_equal(why, "rank 1 of 2 wrote no trace at micro-batch 3");
+    /* Rank 0 twice at size 3. */
+    struct replay_trace dup[2] = { t[1][0], t[1][0] };
+    tp[1] = dup;
+    nt[1] = 2;
+    assert_int_equal(replay_fit_ranks(tp, nt, batch, 2, &rs, why, sizeof why), -1);
+    assert_non_null(strstr(why, "two processes recorded as rank 0"));
+    for (int k = 0; k < 2; k++)
+        for (int r = 0; r < 2; r++)
+            replay_trace_release(&t[k][r]);
+}
+
+/* The guide (--replay) on a job of two ranks, rank 1 with the larger
+ * shard: both ranks' traces are read from the trial's trace directory,
+ * the prediction is rank 1's, the results' "replay" object names rank 1,
+ * --keep-traces keeps both, and autobatch predict's engine reads them
+ * back to the same answer. */
+static void test_ranks_guide_and_predict(void **state)
+{
+    (void)state;
+    long accum[1] = { 1 }, per[2] = { 3, 4 };
+    struct space_opts o = { .batch_min = 1, .batch_max = 4096, .batch_step = 4,
+                            .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1,
+                            .global_batch = 0, .world_size = 2 };
+    struct space sp;
+    char err[512], keep[300], note[1024];
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    int64_t cap = 500000000 + 1600 * MB;
+    struct guide g;
+    assert_int_equal(guide_init(&g, &sp, cap, "gpu"), 0);
+    snprintf(keep, sizeof keep, "%s/kept", dir);
+    mkdir(keep, 0700);
+    g.keep_dir = keep;
+    for (int k = 0; k < 2; k++) {
+        long micro = 1;
+        assert_int_equal(guide_next(&g, &sp, 0, &micro), 1);
+        assert_int_equal(micro, 5 + 4 * k); /* 5 and 9: the grid from 2 */
+        char sub[32], tdir[300];
+        snprintf(sub, sizeof sub, "trial%d", k);
+        rank_file(sub, "trace-101.txt", 1, 2, micro, per[1]);
+        rank_file(sub, "trace-100.txt", 0, 2, micro, per[0]);
+        snprintf(tdir, sizeof tdir, "%s/%s", dir, sub);
+        guide_record(&g, &sp, 0, micro, 1, 1, -1, tdir, note, sizeof note);
+    }
+    long want1 = largest(need_mib_per_sample, &per[1], cap, 4096);
+    long p = g.cells[0].predicted;
+    assert_true(p <= want1 && p > want1 - 4); /* one grid step of 4 */
+    assert_int_equal((p - 1) % 4, 0);
+    assert_non_null(strstr(note, "rank 1 of 2 decides"));
+    assert_non_null(strstr(note, "(rank 0 alone: 197)"));
+    json_t *doc = guide_json(&g, &sp);
+    assert_non_null(doc);
+    json_t *c0 = json_array_get(json_object_get(doc, "cells"), 0);
+    assert_int_equal(json_integer_value(json_object_get(c0, "decided_by_rank")), 1);
+    assert_int_equal(json_integer_value(json_object_get(c0, "predicted_max_fit")), p);
+    json_t *model = json_object_get(c0, "model");
+    assert_int_equal(json_integer_value(json_object_get(model, "rank")), 1);
+    assert_int_equal(json_integer_value(json_object_get(model, "ranks")), 2);
+    json_t *ranks = json_object_get(c0, "ranks");
+    assert_int_equal(json_array_size(ranks), 2);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ranks, 0),
+                                                        "predicted_max_fit")), 197);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(ranks, 1),
+                                                        "predicted_max_fit")), p);
+    json_decref(doc);
+    guide_release(&g);
+    space_release(&sp);
+
+    /* Kept: rank 0 by the plain name, rank 1 with its rank. */
+    char path[512];
+    struct stat st;
+    const char *kept[4] = { "accum1-ckptoff-b5.txt", "accum1-ckptoff-b5-rank1.txt",
+                            "accum1-ckptoff-b9.txt", "accum1-ckptoff-b9-rank1.txt" };
+    for (int i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", keep, kept[i]);
+        assert_int_equal(stat(path, &st), 0);
+    }
+    struct predict_cell cells[4];
+    assert_int_equal(predict_scan(keep, cells, 4), 1);
+    assert_int_equal(cells[0].n, 2);
+    assert_int_equal(cells[0].npath[0], 2);
+    assert_int_equal(cells[0].npath[1], 2);
+    struct predict_answer a;
+    predict_cell(&cells[0], 1, 4096, 1, (uint64_t)cap, NULL, &a);
+    if (!a.ok)
+        fail_msg("no prediction: %s", a.why);
+    assert_int_equal(a.fit, want1);
+    assert_int_equal(a.ranks, 2);
+    assert_int_equal(a.rank, 1);
+    assert_int_equal(a.next_rank, 0);
+    assert_int_equal(a.next_fit, largest(need_mib_per_sample, &per[0], cap, 4096));
+    predict_scan_release(cells, 1);
+
+    /* Without rank 1's trace at 9 (world 2): no prediction, and why. */
+    snprintf(path, sizeof path, "%s/%s", keep, kept[3]);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(predict_scan(keep, cells, 4), 1);
+    predict_cell(&cells[0], 1, 4096, 1, (uint64_t)cap, NULL, &a);
+    assert_false(a.ok);
+    assert_string_equal(a.why, "rank 1 of 2 wrote no trace at micro-batch 9");
+    predict_scan_release(cells, 1);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir))
@@ -859,6 +1108,9 @@ int main(void)
         cmocka_unit_test(test_gpu_not_modelled),
         cmocka_unit_test(test_gpu_switched),
         cmocka_unit_test(test_gpu_capacity_view),
+        cmocka_unit_test(test_ranks_uneven),
+        cmocka_unit_test(test_ranks_decline),
+        cmocka_unit_test(test_ranks_guide_and_predict),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     char cmd[300];

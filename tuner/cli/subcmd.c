@@ -333,9 +333,24 @@ static void subcmd_predict_say(const struct predict_cell *c, const struct predic
         printf("largest micro-batch %ld%s in %s (needs %.2f GiB; predicted from traces at "
                "%ld..%ld, unconfirmed)\n", a->fit, a->fit == max ? " (the top of --batch)" : "",
                cap_s, (double)a->need / (1 << 30), c->b[0], c->b[c->n - 1]);
+    /* A job of several processes: each rank modelled, the largest need
+     * decides; say which, and the next rank's own answer. */
+    if (a->ranks > 1) {
+        printf("  rank %ld decides (the largest need of %zu ranks)", a->rank, a->ranks);
+        if (a->next_rank < 0)
+            printf("\n");
+        else if (a->next_fit < min)
+            printf("; rank %ld alone would hold nothing from %ld\n", a->next_rank, min);
+        else
+            printf("; rank %ld alone would hold %ld%s\n", a->next_rank, a->next_fit,
+                   a->next_fit == a->fit ? " too" : "");
+    }
     if (a->gpu == PREDICT_GPU_NONE)
         return;
     printf("  on GPU %d: ", gpu);
+    char rank_s[48] = "";
+    if (a->ranks > 1)
+        snprintf(rank_s, sizeof rank_s, "; rank %ld decides", a->gpu_rank);
     double held = (double)a->held / (1 << 30), left = (double)a->left / (1 << 30);
     switch (a->gpu) {
     case PREDICT_GPU_CPU_TRACES:
@@ -354,8 +369,8 @@ static void subcmd_predict_say(const struct predict_cell *c, const struct predic
         else
             printf("largest micro-batch %ld%s in %s (peak reserved + outside %.2f GiB; %.2f GiB "
                    "held back, %.2f GiB left to the allocator; replayed with cudaMalloc, "
-                   "unconfirmed)\n", a->gpu_fit, a->gpu_fit == max ? " (the top of --batch)" : "",
-                   cap_s, (double)a->gpu_need / (1 << 30), held, left);
+                   "unconfirmed%s)\n", a->gpu_fit, a->gpu_fit == max ? " (the top of --batch)" : "",
+                   cap_s, (double)a->gpu_need / (1 << 30), held, left, rank_s);
         break;
     case PREDICT_GPU_NONE:
         break;
@@ -416,6 +431,7 @@ static int subcmd_predict(int argc, char **argv)
         char err[512];
         if (devmem_cuda_open((int)gpu, &ops, err, sizeof err)) {
             cli_error("--gpu %ld: %s", gpu, err);
+            predict_scan_release(cells, (size_t)ncells);
             return AB_EXIT_USAGE;
         }
     }
@@ -426,6 +442,7 @@ static int subcmd_predict(int argc, char **argv)
         subcmd_predict_say(&cells[k], &a, (int)gpu, cap_s, min, max);
         predicted += a.ok;
     }
+    predict_scan_release(cells, (size_t)ncells);
     devmem_cuda_close(&ops);
     return predicted ? AB_EXIT_OK : AB_EXIT_USAGE;
 }

@@ -25,9 +25,7 @@ int guide_init(struct guide *g, const struct space *sp, int64_t capacity, const 
     for (size_t i = 0; i < sp->ncells; i++) {
         const struct cell *c = &sp->cells[i];
         struct guide_cell *gc = &g->cells[i];
-        for (int k = 0; k < 3; k++)
-            gc->trace[k] = (struct replay_trace)REPLAY_TRACE_INIT;
-        gc->model = (struct replay_model)REPLAY_MODEL_INIT;
+        gc->models = (struct replay_ranks)REPLAY_RANKS_INIT;
         gc->predicted = gc->first_predicted = -1;
         gc->predicted_need = gc->measured_need = gc->need_at = -1;
         gc->nwant = 2;
@@ -54,12 +52,15 @@ int guide_init(struct guide *g, const struct space *sp, int64_t capacity, const 
     return 0;
 }
 
+static void guide_drop_traces(struct guide_cell *gc, size_t k);
+static void guide_drop_models(struct guide_cell *gc);
+
 void guide_release(struct guide *g)
 {
     for (size_t i = 0; i < g->ncells; i++) {
-        for (int k = 0; k < 3; k++)
-            replay_trace_release(&g->cells[i].trace[k]);
-        replay_model_release(&g->cells[i].model);
+        for (size_t k = 0; k < 3; k++)
+            guide_drop_traces(&g->cells[i], k);
+        guide_drop_models(&g->cells[i]);
     }
     free(g->cells);
     g->cells = NULL;
@@ -86,11 +87,16 @@ int guide_next(struct guide *g, struct space *sp, size_t ci, long *micro)
     return 1;
 }
 
-/* The lowest rank's trace in dir, loaded into *t, its path in chosen.
- * 0, or -1 with why. */
-static int guide_load_trace(const char *dir, struct replay_trace *t, char *chosen, size_t clen,
-                            char *why, size_t whylen)
+/* Every process's trace in dir (one per rank), loaded into *t (n of
+ * them, *paths their files, both malloc'd).  0, or -1 with why: no trace,
+ * or one that does not load (a rank's trace cut short declines the
+ * cell: that rank's need is unknown). */
+static int guide_load_traces(const char *dir, struct replay_trace **t, size_t *n, char **paths,
+                             char *why, size_t whylen)
 {
+    *t = NULL;
+    *paths = NULL;
+    *n = 0;
     DIR *d = dir ? opendir(dir) : NULL;
     if (!d) {
         snprintf(why, whylen, "the probe wrote no trace (torch not seen, or the trial ended "
@@ -98,40 +104,87 @@ static int guide_load_trace(const char *dir, struct replay_trace *t, char *chose
         return -1;
     }
     struct dirent *e;
-    int have = 0;
-    char err[512] = "the probe wrote no trace (torch not seen, or the trial ended before its "
-                    "recording)";
-    while ((e = readdir(d))) {
+    size_t cap = 0;
+    int rc = 0;
+    while (!rc && (e = readdir(d))) {
         if (strncmp(e->d_name, "trace-", 6) || !strstr(e->d_name, ".txt") ||
             strstr(e->d_name, ".tmp"))
             continue;
-        char path[4400];
+        char path[4400], err[512];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct replay_trace x;
-        if (replay_trace_load(path, &x, err, sizeof err))
-            continue;
-        if (!have || x.rank < t->rank) {
-            replay_trace_release(t);
-            *t = x;
-            have = 1;
-            snprintf(chosen, clen, "%s", path);
-        } else {
-            replay_trace_release(&x);
+        if (*n == cap) {
+            size_t nc = cap ? 2 * cap : 4;
+            struct replay_trace *nt = realloc(*t, nc * sizeof *nt);
+            if (nt)
+                *t = nt;
+            char *np = nt ? realloc(*paths, nc * 4400) : NULL;
+            if (np)
+                *paths = np;
+            if (!nt || !np) {
+                snprintf(why, whylen, "out of memory");
+                rc = -1;
+                break;
+            }
+            cap = nc;
         }
+        if (replay_trace_load(path, &(*t)[*n], err, sizeof err)) {
+            snprintf(why, whylen, "%.64s: %.400s", e->d_name, err);
+            rc = -1;
+            break;
+        }
+        snprintf(*paths + *n * 4400, 4400, "%s", path);
+        (*n)++;
     }
     closedir(d);
-    if (!have)
-        snprintf(why, whylen, "%s", err);
-    return have ? 0 : -1;
+    if (!rc && !*n) {
+        snprintf(why, whylen, "the probe wrote no trace (torch not seen, or the trial ended "
+                              "before its recording)");
+        rc = -1;
+    }
+    if (rc) {
+        for (size_t i = 0; i < *n; i++)
+            replay_trace_release(&(*t)[i]);
+        free(*t);
+        free(*paths);
+        *t = NULL;
+        *paths = NULL;
+        *n = 0;
+    }
+    return rc;
+}
+
+/* The traces of cell ci's size k: released. */
+static void guide_drop_traces(struct guide_cell *gc, size_t k)
+{
+    for (size_t i = 0; i < gc->ntrace[k]; i++)
+        replay_trace_release(&gc->trace[k][i]);
+    free(gc->trace[k]);
+    gc->trace[k] = NULL;
+    gc->ntrace[k] = 0;
+}
+
+static void guide_drop_models(struct guide_cell *gc)
+{
+    replay_ranks_release(&gc->models);
+    free(gc->rank_pred);
+    free(gc->rank_need);
+    gc->rank_pred = NULL;
+    gc->rank_need = NULL;
+    gc->have_model = 0;
+    gc->decider = 0;
 }
 
 /* Copy a trace into the --keep-traces directory.  0, or -1 with why. */
 static int guide_keep(const char *dir, const char *path, const struct cell *c, long micro,
-                      char *why, size_t whylen)
+                      long rank, char *why, size_t whylen)
 {
-    char name[128], dst[4400];
-    snprintf(name, sizeof name, GUIDE_TRACE_NAME, c->grad_accum, c->checkpointing ? "on" : "off",
-             micro);
+    char name[160], dst[4400];
+    if (rank == 0)
+        snprintf(name, sizeof name, GUIDE_TRACE_NAME, c->grad_accum,
+                 c->checkpointing ? "on" : "off", micro);
+    else
+        snprintf(name, sizeof name, GUIDE_TRACE_NAME_RANK, c->grad_accum,
+                 c->checkpointing ? "on" : "off", micro, rank);
     snprintf(dst, sizeof dst, "%s/%s", dir, name);
     FILE *f = fopen(path, "re");
     char *buf = NULL;
@@ -162,11 +215,39 @@ static double guide_gib(int64_t b)
 /* The capacity a cell's model predicts for: on a GPU seen through NVML,
  * the card as CUDA sees it (the traces' cuda_total), one view with the
  * free and outside bytes the probe measured (issue 25, item 4). */
+static int guide_cuda_view(const struct guide *g)
+{
+    return !strcmp(g->capacity_from, "gpu");
+}
+
 static int64_t guide_capacity(const struct guide *g, const struct replay_model *m)
 {
-    if (strcmp(g->capacity_from, "gpu"))
+    if (!guide_cuda_view(g))
         return g->capacity;
     return replay_capacity(m, g->capacity);
+}
+
+/* Which rank decided, for the note: empty for a job of one process. */
+static void guide_ranks_note(const struct guide_cell *gc, long min, char *out, size_t len)
+{
+    out[0] = '\0';
+    const struct replay_ranks *rs = &gc->models;
+    if (rs->n < 2)
+        return;
+    /* The runner-up: the smallest answer among the other ranks. */
+    size_t next = gc->decider ? 0 : 1;
+    for (size_t r = 0; r < rs->n; r++)
+        if (r != gc->decider && gc->rank_pred[r] < gc->rank_pred[next])
+            next = r;
+    long p = gc->rank_pred[next];
+    char pn[48];
+    if (p < min)
+        snprintf(pn, sizeof pn, "nothing");
+    else
+        snprintf(pn, sizeof pn, "%ld", p);
+    snprintf(out, len, "; rank %ld of %zu decides (rank %ld alone: %s%s)",
+             rs->m[gc->decider].rank, rs->n, rs->m[next].rank, pn,
+             p == gc->rank_pred[gc->decider] ? ", the same" : "");
 }
 
 /* Fit the cell's traces, predict, seed P and P + step; the note says so. */
@@ -174,20 +255,34 @@ static void guide_predict(struct guide *g, struct space *sp, size_t ci, char *no
 {
     struct guide_cell *gc = &g->cells[ci];
     struct cell *c = &sp->cells[ci];
-    char why[256];
-    replay_model_release(&gc->model);
-    gc->have_model = 0;
-    if (replay_fit(gc->trace, gc->rec, gc->nrec, &gc->model, why, sizeof why)) {
+    char why[512];
+    guide_drop_models(gc);
+    const struct replay_trace *tr[3] = { gc->trace[0], gc->trace[1], gc->trace[2] };
+    if (replay_fit_ranks(tr, gc->ntrace, gc->rec, gc->nrec, &gc->models, why, sizeof why) == 0) {
+        gc->rank_pred = calloc(gc->models.n, sizeof *gc->rank_pred);
+        gc->rank_need = calloc(gc->models.n, sizeof *gc->rank_need);
+        if (!gc->rank_pred || !gc->rank_need) {
+            guide_drop_models(gc);
+            snprintf(why, sizeof why, "out of memory");
+        } else {
+            gc->have_model = 1;
+        }
+    }
+    if (!gc->have_model) {
         gc->state = gc->rounds ? GUIDE_DONE : GUIDE_DECLINED;
         snprintf(gc->why, sizeof gc->why, "%s", why);
         snprintf(note, len, "replay (accum %ld, ckpt %s): declined: %s; searching without it",
                  c->grad_accum, c->checkpointing ? "on" : "off", why);
         return;
     }
-    gc->have_model = 1;
-    const struct replay_model *m = &gc->model;
-    int64_t need, cap = guide_capacity(g, m);
-    long p = replay_predict(m, c->search.min, c->search.max, c->search.step, cap, &need);
+    int64_t need;
+    long p = replay_predict_ranks(&gc->models, c->search.min, c->search.max, c->search.step,
+                                  g->capacity, guide_cuda_view(g), &need, &gc->decider,
+                                  gc->rank_pred, gc->rank_need);
+    const struct replay_model *m = &gc->models.m[gc->decider];
+    int64_t cap = guide_capacity(g, m);
+    char ranks[160];
+    guide_ranks_note(gc, c->search.min, ranks, sizeof ranks);
     gc->rounds++;
     gc->predicted = p >= c->search.min ? p : -1;
     gc->predicted_need = need;
@@ -211,13 +306,13 @@ static void guide_predict(struct guide *g, struct space *sp, size_t ci, char *no
     if (n < 0 || (size_t)n >= len)
         return;
     if (p < c->search.min)
-        snprintf(note + n, len - n, "predicted: nothing fits (%ld needs %.2f GiB of %.2f GiB%s)",
+        snprintf(note + n, len - n, "predicted: nothing fits (%ld needs %.2f GiB of %.2f GiB%s)%s",
                  c->search.min, guide_gib(need), guide_gib(cap),
-                 cap != g->capacity ? ", the card as CUDA sees it" : "");
+                 cap != g->capacity ? ", the card as CUDA sees it" : "", ranks);
     else
-        snprintf(note + n, len - n, "predicted largest fit %ld (%.2f GiB of %.2f GiB%s); "
+        snprintf(note + n, len - n, "predicted largest fit %ld (%.2f GiB of %.2f GiB%s)%s; "
                  "confirming it", p, guide_gib(need), guide_gib(cap),
-                 cap != g->capacity ? ", the card as CUDA sees it" : "");
+                 cap != g->capacity ? ", the card as CUDA sees it" : "", ranks);
 }
 
 void guide_record(struct guide *g, struct space *sp, size_t ci, long micro, int recording, int fit,
@@ -229,14 +324,19 @@ void guide_record(struct guide *g, struct space *sp, size_t ci, long micro, int 
     struct guide_cell *gc = &g->cells[ci];
     struct cell *c = &sp->cells[ci];
     if (recording) {
-        char why[512], path[4400];
+        char why[512], *paths = NULL;
+        size_t k = gc->nrec;
+        guide_drop_traces(gc, k);
         if (!fit) {
             snprintf(why, sizeof why, "the recording trial at micro-batch %ld did not fit (recording "
                      "needs memory of its own: the size is tried again without it)", micro);
-        } else if (guide_load_trace(trace_dir, &gc->trace[gc->nrec], path, sizeof path, why,
-                                    sizeof why) == 0) {
-            if (g->keep_dir && guide_keep(g->keep_dir, path, c, micro, why, sizeof why))
-                snprintf(note, notelen, "replay: warning: %s", why);
+        } else if (guide_load_traces(trace_dir, &gc->trace[k], &gc->ntrace[k], &paths, why,
+                                     sizeof why) == 0) {
+            for (size_t i = 0; g->keep_dir && i < gc->ntrace[k]; i++)
+                if (guide_keep(g->keep_dir, paths + i * 4400, c, micro, gc->trace[k][i].rank, why,
+                               sizeof why))
+                    snprintf(note, notelen, "replay: warning: %s", why);
+            free(paths);
             gc->nrec++;
             if (gc->nrec == gc->nwant && note[0]) /* the prediction's note wins */
                 note[0] = '\0';
@@ -259,8 +359,10 @@ void guide_record(struct guide *g, struct space *sp, size_t ci, long micro, int 
      * where it stopped). */
     if (fit && micro == gc->checking && gc->have_model && measured_need > 0) {
         int f;
+        size_t most;
         gc->need_at = micro;
-        gc->predicted_need = replay_need(&gc->model, micro, guide_capacity(g, &gc->model), &f);
+        gc->predicted_need = replay_need_ranks(&gc->models, micro, g->capacity,
+                                               guide_cuda_view(g), &f, &most);
         gc->measured_need = measured_need;
     }
     const char *ck = c->checkpointing ? "on" : "off";
@@ -324,15 +426,28 @@ json_t *guide_json(const struct guide *g, const struct space *sp)
                               "recorded", rec ? rec : json_null());
         if (!o)
             continue;
-        const struct replay_model *m = &gc->model;
-        json_object_set_new(o, "model", gc->have_model ?
-            json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "device",
+        const struct replay_model *m = gc->have_model ? &gc->models.m[gc->decider] : NULL;
+        json_object_set_new(o, "model", m ?
+            json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "device",
                       m->device == 'g' ? "cuda" : "cpu",
                       "events", (json_int_t)m->n, "constant", (json_int_t)m->nconst,
                       "linear", (json_int_t)m->nlinear, "quadratic", (json_int_t)m->nquad,
                       "switched", (json_int_t)m->nswitched,
                       "outside_bytes", (json_int_t)m->outside,
-                      "capacity_bytes", (json_int_t)guide_capacity(g, m)) : json_null());
+                      "capacity_bytes", (json_int_t)guide_capacity(g, m),
+                      "rank", (json_int_t)m->rank, "ranks", (json_int_t)gc->models.n)
+            : json_null());
+        /* Every rank's own answer; the smallest decided ("decided_by_rank"). */
+        json_t *ranks = m ? json_array() : NULL;
+        for (size_t r = 0; ranks && r < gc->models.n; r++)
+            json_array_append_new(ranks, json_pack("{s:I, s:o, s:o}", "rank",
+                                                   (json_int_t)gc->models.m[r].rank,
+                                                   "predicted_max_fit",
+                                                   guide_int(gc->rank_pred[r] >= s->min ?
+                                                             gc->rank_pred[r] : -1),
+                                                   "need_bytes", guide_int(gc->rank_need[r])));
+        json_object_set_new(o, "ranks", ranks ? ranks : json_null());
+        json_object_set_new(o, "decided_by_rank", m ? json_integer(m->rank) : json_null());
         json_object_set_new(o, "predicted_max_fit", guide_int(gc->predicted));
         json_object_set_new(o, "first_prediction", guide_int(gc->first_predicted));
         json_object_set_new(o, "need_at", guide_int(gc->need_at));

@@ -6,8 +6,11 @@
  * for two small recording trials (micro-batch R and R + STEP, R the
  * smallest grid size >= 2: batch 1 takes other code paths), in which the
  * in-process probe records the allocation trace of two training steps
- * (AUTOBATCH_RECORD).  From the two traces replay.h fits each allocation
- * and predicts the largest size P that fits the capacity.  The prediction
+ * (AUTOBATCH_RECORD), one trace per process (rank).  From the two traces
+ * of each rank replay.h fits each allocation and predicts the largest
+ * size that fits the capacity; P is the smallest over the ranks (the
+ * rank that needs the most decides, and the note and the results name
+ * it; a rank whose model declines declines the cell).  The prediction
  * is a hint, never a fact: P is seeded into the cell's search and run
  * first (space_seed), then its neighbour: P + STEP when P fitted, P -
  * STEP when it failed (P + STEP would fail too).  So when the prediction
@@ -52,9 +55,13 @@ struct guide_cell {
     enum guide_state state;
     long rec[3];                  /**< sizes to record */
     size_t nrec, nwant;           /**< recorded so far, wanted */
-    struct replay_trace trace[3];
-    struct replay_model model;
+    struct replay_trace *trace[3];  /**< per recorded size, one trace per rank */
+    size_t ntrace[3];
+    struct replay_ranks models;   /**< one model per rank (replay.h) */
     int have_model;
+    size_t decider;               /**< the rank (index in models.m) whose need decided */
+    long *rank_pred;              /**< each rank's own largest fit, at the last prediction */
+    int64_t *rank_need;           /**< ... and its bytes there */
     long predicted;               /**< P; -1 none */
     long checking;                /**< the size whose trial settles the prediction next */
     long need_at;                 /**< the size of the two figures below; -1 */
@@ -75,9 +82,11 @@ struct guide {
 
 /**
  * The name a kept trace has in --keep-traces DIR, which autobatch predict
- * reads back: accum<G>-ckpt<on|off>-b<B>.txt.
+ * reads back: accum<G>-ckpt<on|off>-b<B>.txt for rank 0 (and a job of
+ * one process), accum<G>-ckpt<on|off>-b<B>-rank<R>.txt for the others.
  */
 #define GUIDE_TRACE_NAME "accum%ld-ckpt%s-b%ld.txt"
+#define GUIDE_TRACE_NAME_RANK "accum%ld-ckpt%s-b%ld-rank%ld.txt"
 
 /** Set up a guide for every cell of sp.  Returns 0, or -1 (ENOMEM). */
 int guide_init(struct guide *g, const struct space *sp, int64_t capacity, const char *capacity_from);

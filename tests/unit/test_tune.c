@@ -354,6 +354,11 @@ static void test_confirm_moves_down(void **state)
     assert_int_equal(json_integer_value(json_object_get(last, "micro_batch")),
                      x->res.trials[best].micro_batch);
     assert_true(x->res.confirmed);
+    /* The search ran again below each failed confirmation: the boundary
+     * is the soak's, 35/36, not the last size measured before it. */
+    const struct search *s = &x->space.cells[0].search;
+    assert_int_equal(search_max_fit(s), 35);
+    assert_int_equal(search_min_fail(s), 36);
     int said = 0;
     for (size_t i = 0; i < x->rec.nlines; i++)
         said |= strstr(x->rec.lines[i], "failed its confirmation run") != NULL;

@@ -356,6 +356,24 @@ static int tune_job_env(const struct tune_run *r, struct tune_job *j)
         if (j->slot || plan->gpus[0])
             rc |= strvec_insert(&j->t.argv, k++, gres);
         rc |= strvec_insert(&j->t.argv, k, "--");
+        /* A heartbeat watchdog, as array tasks have: the step ends itself
+         * when autobatch (and with it srun) was killed.  Steps an earlier
+         * autobatch killed so left in this allocation go first. */
+        static int swept;
+        if (!swept) {
+            swept = 1;
+            int n = slurm_sweep_dead_steps();
+            if (n > 0)
+                tune_say(r, TUNE_NOTE, "cancelled %d job step(s) of an autobatch killed earlier in "
+                                       "job %s", n, getenv("SLURM_JOB_ID"));
+        }
+        char self[4096], beat[sizeof j->tdir + 8];
+        ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+        snprintf(beat, sizeof beat, "%s/alive", j->tdir);
+        if (sl > 0) {
+            self[sl] = '\0';
+            rc |= slurm_step_argv(&j->t.argv, k + 1, self, beat);
+        }
     }
     return rc ? -1 : 0;
 }
@@ -716,6 +734,10 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
      * evidence either way. */
     if (!(j->recording && !obs.fit))
         space_record(space, j->ci, &obs);
+    /* The choice failed its confirmation: the boundary lies below it, and
+     * the cell's search, finished before, looks for it again. */
+    if (j->confirm && !obs.fit)
+        space_reopen(space, j->ci);
     if (plan->replay && !j->confirm) {
         char note[1024];
         guide_record(r->guide, space, j->ci, value, j->recording, obs.fit,

@@ -464,6 +464,19 @@ static int space_cell_next(struct space *sp, struct cell *c, long *micro)
     return 0;
 }
 
+void space_reopen(struct space *sp, size_t cell)
+{
+    if (cell >= sp->ncells)
+        return;
+    struct cell *c = &sp->cells[cell];
+    if (c->pruned || c->state == CELL_SKIPPED || c->state == CELL_SEARCHING)
+        return;
+    c->state = CELL_SEARCHING;
+    c->extra = 0;
+    if (sp->cur > cell)
+        sp->cur = cell; /* the cells are visited in order: come back to it */
+}
+
 int space_request(struct space *sp, size_t cell, long micro)
 {
     if (sp->nreq >= SPACE_MAX_REQUESTS || cell >= sp->ncells)

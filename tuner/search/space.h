@@ -120,6 +120,13 @@ size_t space_next_round(struct space *sp, size_t n, size_t *cell, long *micro);
  */
 int space_request(struct space *sp, size_t cell, long micro);
 
+/**
+ * A size the cell's finished search had taken for a fit failed later (the
+ * choice's confirmation run): its boundary search runs again below it.
+ * A pruned or skipped cell stays as it is.
+ */
+void space_reopen(struct space *sp, size_t cell);
+
 /** Record a trial's outcome for a cell; shares it with the other cells. */
 void space_record(struct space *sp, size_t cell, const struct search_obs *obs);
 

@@ -467,5 +467,13 @@ int subcmd_dispatch(int argc, char **argv)
         }
         return slurm_follow(argv[2], argv[3], argv[4]);
     }
+    if (!strcmp(argv[1], "__slurm-step")) {
+        if (argc < 5 || strcmp(argv[3], "--")) {
+            cli_error("usage: autobatch __slurm-step HEARTBEAT -- COMMAND... (run by autobatch "
+                      "itself)");
+            return AB_EXIT_USAGE;
+        }
+        return slurm_step_beat(argv[2], argv + 4);
+    }
     return -1;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -83,6 +84,137 @@ void slurm_sweep_steps(const char *name)
             slurm_run(cancel, NULL, 0);
         }
     }
+}
+
+/*
+ * A job step's heartbeat.  On the step's node, a watcher started by the
+ * step's shell before it execs the command (so the command keeps its pid,
+ * its signals and its exit status, and has no extra child to wait for):
+ * it reads the heartbeat file's mtime once a second, and when the file,
+ * once seen, is gone (a later autobatch swept the killed run's directory)
+ * or its mtime has not moved for LIMIT of its own seconds (no clock of
+ * another host compared), it sends SIGTERM to the command's group, waits
+ * up to 5 s, cancels the step (Slurm ends everything in it) and kills the
+ * group.  A node that never sees the file (a trial directory that is not
+ * shared) gets no watchdog, as before.  The watcher holds none of the
+ * step's output and ends within a second of the command.
+ */
+static const char slurm_watch_sh[] =
+    "b=$1 l=$2;shift 2;p=$$;"
+    "w(){ trap '' TERM INT HUP;s= m0= n=0;"
+    "while kill -0 $p 2>/dev/null;do "
+    "if m=$(stat -c %Y -- \"$b\" 2>/dev/null);then s=1;"
+    "if [ \"$m\" = \"$m0\" ];then n=$((n+1));else m0=$m n=0;fi;"
+    "elif [ -n \"$s\" ];then n=$((l+1));fi;"
+    "if [ $n -gt $l ];then kill -s TERM -- -$p 2>/dev/null||kill -s TERM $p;"
+    "i=0;while kill -0 $p 2>/dev/null&&[ $i -lt 5 ];do sleep 1;i=$((i+1));done;"
+    "scancel \"$SLURM_JOB_ID.$SLURM_STEP_ID\";"
+    "kill -s KILL -- -$p 2>/dev/null||kill -s KILL $p;exit 1;fi;"
+    "sleep 1;done;};"
+    "(w &) </dev/null >/dev/null 2>&1;"
+    "exec \"$@\"";
+
+int slurm_step_argv(struct strvec *argv, size_t cmd_at, const char *self, const char *beat)
+{
+    const char *hb = getenv("AUTOBATCH_SLURM_HEARTBEAT");
+    char limit[32];
+    snprintf(limit, sizeof limit, "%ld", hb && atol(hb) > 0 ? atol(hb) : (long)SLURM_HEARTBEAT_S);
+    const char *watch[] = { "sh", "-c", slurm_watch_sh, "autobatch-step-watch", beat, limit };
+    const char *local[] = { self, "__slurm-step", beat, "--" };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof watch / sizeof *watch; i++)
+        rc |= strvec_insert(argv, cmd_at + i, watch[i]);
+    for (size_t i = 0; i < sizeof local / sizeof *local; i++)
+        rc |= strvec_insert(argv, i, local[i]);
+    return rc ? -1 : 0;
+}
+
+int slurm_step_beat(const char *beat, char *const *argv)
+{
+    int fd = open(beat, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+        close(fd);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The beater: dies with the command (srun), and so with autobatch,
+         * which kills srun with it; holds none of the trial's files. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        for (int i = 0; i < 3 && devnull >= 0; i++)
+            dup2(devnull, i);
+        for (int i = 3; i < 1024; i++)
+            close(i);
+        while (getppid() == parent) {
+            utimensat(AT_FDCWD, beat, NULL, AT_SYMLINK_NOFOLLOW);
+            sleep(1);
+        }
+        _exit(0);
+    }
+    /* CMD gets the descriptors and signals the trial gave us, not what
+     * main() made of them (non-blocking output pipes, SIGPIPE ignored). */
+    for (int i = 0; i < 3; i++) {
+        int fl = fcntl(i, F_GETFL);
+        if (fl >= 0 && (fl & O_NONBLOCK))
+            fcntl(i, F_SETFL, fl & ~O_NONBLOCK);
+    }
+    signal(SIGPIPE, SIG_DFL);
+    execvp(argv[0], argv);
+    int e = errno;
+    fprintf(stderr, "autobatch: cannot run '%s': %s\n", argv[0], strerror(e));
+    return 127;
+}
+
+/* Is pid gone here (not merely someone else's)? */
+static int slurm_pid_dead(long pid)
+{
+    return pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+}
+
+int slurm_sweep_dead_steps(void)
+{
+    const char *job = getenv("SLURM_JOB_ID");
+    if (!job || !*job || strspn(job, "0123456789") != strlen(job))
+        return 0;
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1))
+        return 0;
+    host[strcspn(host, ".")] = '\0';
+    static char out[65536];
+    char *argv[] = { "squeue", "-h", "-s", "-j", (char *)job, "-o", "%i %j", NULL };
+    if (slurm_run(argv, out, sizeof out) != 0)
+        return 0;
+    int n = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char step[64], jname[128];
+        long pid = 0, trial = 0;
+        int used = 0;
+        if (sscanf(line, "%63s %127s", step, jname) != 2 ||
+            sscanf(jname, "autobatch-%ld-%ld%n", &pid, &trial, &used) != 2 ||
+            jname[used] || strncmp(step, job, strlen(job)) || step[strlen(job)] != '.' ||
+            pid == (long)getpid() || !slurm_pid_dead(pid))
+            continue;
+        /* Named for a pid that is dead here: ours only if its srun ran on
+         * this host and is dead too (a pid of another host or PID
+         * namespace says nothing). */
+        char text[8192], *sp;
+        char *show[] = { "scontrol", "show", "step", "-o", step, NULL };
+        if (slurm_run(show, text, sizeof text) != 0 || !(sp = strstr(text, "SrunHost:Pid=")))
+            continue;
+        sp += strlen("SrunHost:Pid=");
+        char *colon = strchr(sp, ':');
+        if (!colon)
+            continue;
+        size_t hl = strcspn(sp, ".:");
+        long spid = strtol(colon + 1, NULL, 10);
+        if (hl != strlen(host) || strncmp(sp, host, hl) || !slurm_pid_dead(spid))
+            continue;
+        char *cancel[] = { "scancel", step, NULL };
+        if (slurm_run(cancel, NULL, 0) == 0)
+            n++;
+    }
+    return n;
 }
 
 /* `scontrol show job -o JOB` into out; 0, or -1 when Slurm does not know it. */

@@ -47,6 +47,34 @@
 void slurm_sweep_steps(const char *name);
 
 /**
+ * Job steps' heartbeat watchdog, as array tasks have (a step's srun killed
+ * with autobatch leaves the step running).  Rewrites argv, `srun ... --
+ * CMD...` with CMD at cmd_at, into `SELF __slurm-step BEAT -- srun ... --
+ * sh -c WATCH autobatch-step-watch BEAT LIMIT CMD...`: locally
+ * slurm_step_beat() touches BEAT while srun lives; on the node the step's
+ * shell starts a watcher and execs CMD; the watcher ends the step when
+ * BEAT is gone or has not changed for LIMIT s (AUTOBATCH_SLURM_HEARTBEAT,
+ * 30).  Returns 0, or -1 out of memory.
+ */
+int slurm_step_argv(struct strvec *argv, size_t cmd_at, const char *self, const char *beat);
+
+/**
+ * `autobatch __slurm-step BEAT -- CMD...`: creates BEAT, forks a beater
+ * that touches it once a second until this process (CMD, exec'd in its
+ * place, keeping the pid) dies, then execs CMD.  Returns only when the
+ * exec failed (127, said on stderr).
+ */
+int slurm_step_beat(const char *beat, char *const *argv);
+
+/**
+ * Before the first trial inside an allocation: cancel the steps of
+ * SLURM_JOB_ID named autobatch-PID-N for a PID that is dead here, whose
+ * srun ran on this host (scontrol's SrunHost) and is dead too: what an
+ * earlier autobatch killed with SIGKILL left.  Returns how many.
+ */
+int slurm_sweep_dead_steps(void);
+
+/**
  * Cancel a job (or array task) and wait up to max_s for Slurm to say it
  * ended (COMPLETING included: its processes may still live).  0 ended,
  * -1 still there.

@@ -105,8 +105,9 @@ assert_eq 0 "$(jq -s --arg d "$WORK/orpheus" '[.[] | select(.cwd == $d)] | lengt
   "a trial ran in the user's directory"
 assert_eq "$starts" "$(jq -s '[.[] | select(.ev == "start") | .cwd] | unique | length' "$WORK/trace.jsonl")" \
   "trials shared a working directory"
-# each trial read the patched config: the batch the Trainer got is the trial's
-assert_eq "$(jqr '[.trials[].micro_batch] | sort | join(",")' "$WORK/r.json")" \
+# each trial (and the confirmation run) read the patched config: the batch
+# the Trainer got is the trial's
+assert_eq "$(jqr '[.trials[].micro_batch, .confirm[].micro_batch] | sort | join(",")' "$WORK/r.json")" \
   "$(jq -s -r '[.[] | select(.ev == "start") | .batch_size] | sort | join(",")' "$WORK/trace.jsonl")" \
   "the batch sizes the Trainer got vs the trials"
 while read -r d; do

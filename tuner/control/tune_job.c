@@ -488,7 +488,21 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
     char err[512];
     struct inject_trial t0 = INJECT_TRIAL_INIT;
     j->t = t0;
-    if (inject_build(ctx, plan->command, environ, &cand, &j->t, err, sizeof err)) {
+    /* The confirmation run trains longer than a search trial: the steps
+     * it may take (AUTOBATCH_MAX_STEPS) and the max_steps knob's limit
+     * follow, so a trainer that stops itself does not end it early. */
+    long max_steps = ctx->max_steps, step_limit = ctx->step_limit;
+    if (j->confirm) {
+        long want = plan->confirm_steps > 0 ? plan->warmup + plan->confirm_steps : step_limit;
+        if (want > ctx->max_steps)
+            ctx->max_steps = want;
+        if (10 * ctx->max_steps > ctx->step_limit)
+            ctx->step_limit = 10 * ctx->max_steps;
+    }
+    int built = inject_build(ctx, plan->command, environ, &cand, &j->t, err, sizeof err);
+    ctx->max_steps = max_steps;
+    ctx->step_limit = step_limit;
+    if (built) {
         tune_say(r, TUNE_ERROR, "%s", err);
         leftovers_remove_tree(j->tdir);
         r->status = AB_EXIT_USAGE;

@@ -135,6 +135,8 @@ static int tune_confirm(struct tune_run *r, struct tune_job *jobs, size_t width,
         res->confirmed = 1;
         return 0;
     }
+    if (outcome && (!strcmp(outcome, "timeout") || !strcmp(outcome, "hang")))
+        return 0; /* said by tune_job_finish: not evidence about memory */
     const char *ev = json_string_value(json_object_get(c, "evidence"));
     tune_say(r, TUNE_NOTE, "the choice micro_batch=%ld failed its confirmation run (%s%s%s): "
                            "it does not fit through the largest batches; moving to the next "

@@ -712,6 +712,16 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         r->status = AB_EXIT_USAGE;
         return 1;
     }
+    if (j->confirm && (tr->outcome == TRIAL_TIMEOUT || tr->outcome == TRIAL_HANG)) {
+        /* A soak longer than --trial-timeout allows says nothing about
+         * memory: the choice stays, unconfirmed. */
+        tune_say(r, TUNE_NOTE, "the confirmation run of micro_batch=%ld %s; the choice stays, "
+                               "unconfirmed (raise --%s or lower --confirm)", value,
+                 tr->outcome == TRIAL_TIMEOUT ? "ran past --trial-timeout"
+                                              : "printed nothing for --hang-timeout",
+                 tr->outcome == TRIAL_TIMEOUT ? "trial-timeout" : "hang-timeout");
+        return 0;
+    }
     if (tr->outcome == TRIAL_TIMEOUT || tr->outcome == TRIAL_HANG) {
         /* No memory evidence, but the size does not work as it is: treat
          * it as an upper bound and say so. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "util/afile.h"
+#include "util/tclean.h"
 #include "util/errbuf.h"
 
 int results_init(struct results *r, char *const *argv)
@@ -588,51 +589,6 @@ int results_write(const struct results *r, const char *path, char *err, size_t e
 
 /* ----------------------------------------------------------------- load */
 
-/*
- * At most max bytes of s, not cutting a UTF-8 character, into out: valid
- * printable UTF-8 as it is, every other byte (C0 and C1 controls, DEL,
- * malformed UTF-8) as the visible text \xNN.
- */
-static void results_clean(char *out, size_t outlen, const char *s, size_t max)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t o = 0, i = 0;
-    if (!outlen)
-        return;
-    while (u[i] && i < max) {
-        unsigned char c = u[i];
-        size_t n = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3
-                 : c >= 0xF0 && c < 0xF5 ? 4 : 0;
-        unsigned cp = n == 1 ? c : n == 2 ? c & 0x1Fu : n == 3 ? c & 0x0Fu : c & 0x07u;
-        for (size_t k = 1; k < n; k++) {
-            if ((u[i + k] & 0xC0) != 0x80) {
-                n = 0;
-                break;
-            }
-            cp = (cp << 6) | (u[i + k] & 0x3Fu);
-        }
-        if (n > 1 && i + n > max)
-            break; /* cut before a character that does not fit whole */
-        int ok = n == 1 ? c >= 0x20 && c != 0x7f
-               : n == 2 ? cp >= 0xA0 /* C1 controls: some terminals obey them */
-               : n == 3 ? cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF)
-               : n == 4 ? cp >= 0x10000 && cp <= 0x10FFFF : 0;
-        if (ok) {
-            if (o + n >= outlen)
-                break;
-            memcpy(out + o, s + i, n);
-            o += n;
-            i += n;
-        } else {
-            if (o + 4 >= outlen)
-                break;
-            snprintf(out + o, outlen - o, "\\x%02x", c);
-            o += 4;
-            i++;
-        }
-    }
-    out[o] = '\0';
-}
 
 json_t *results_loadb(const char *buf, size_t len, const char *what, const char *name, char *err,
                       size_t errlen)
@@ -646,7 +602,7 @@ json_t *results_loadb(const char *buf, size_t len, const char *what, const char 
     char text[160];
     json_t *doc = json_loadb(buf, len, 0, &je);
     if (!doc) {
-        results_clean(text, sizeof text, je.text, 120);
+        tclean(text, sizeof text, je.text, 120, 0);
         errbuf_set(err, errlen, "cannot parse %s '%s': line %d: %s", what, name, je.line, text);
         return NULL;
     }
@@ -658,7 +614,7 @@ json_t *results_loadb(const char *buf, size_t len, const char *what, const char 
         return NULL;
     }
     if (json_is_string(schema) && strncmp(json_string_value(schema), "autobatch.results/", 18)) {
-        results_clean(text, sizeof text, json_string_value(schema), 60);
+        tclean(text, sizeof text, json_string_value(schema), 60, 0);
         errbuf_set(err, errlen, "%s '%s' is not an autobatch results file (schema '%s')", what,
                    name, text);
         json_decref(doc);

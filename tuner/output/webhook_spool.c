@@ -15,6 +15,7 @@
  */
 #include "output/webhook.h"
 #include "output/webhook_int.h"
+#include "util/afile.h"
 #include "util/errbuf.h"
 
 #include <dirent.h>
@@ -59,20 +60,6 @@ static int mkdirs(const char *dir, char *err, size_t errlen)
     if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
         errbuf_set(err, errlen, "spool '%s' is not a directory", dir);
         return -1;
-    }
-    return 0;
-}
-
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
     }
     return 0;
 }
@@ -122,8 +109,8 @@ int webhook_spool_save_delivery(const char *dir, const char *url, const char *bo
     int rc = -1;
     if (fd < 0) {
         errbuf_set(err, errlen, "cannot create '%s': %s", tmpp, strerror(errno));
-    } else if (fchmod(fd, 0600) < 0 || write_all(fd, text, strlen(text)) < 0 ||
-               write_all(fd, "\n", 1) < 0 || fsync(fd) < 0) {
+    } else if (fchmod(fd, 0600) < 0 || afile_write_all(fd, text, strlen(text)) < 0 ||
+               afile_write_all(fd, "\n", 1) < 0 || fsync(fd) < 0) {
         errbuf_set(err, errlen, "cannot write '%s': %s", tmpp, strerror(errno));
     } else if (close(fd) < 0) {
         fd = -1;

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/afile.h"
 #include "util/errbuf.h"
 
 /* Seconds without a heartbeat after which a task ends itself. */
@@ -489,20 +490,6 @@ static void slurm_on_signal(int sig)
 /* Bytes read ahead of their time at most (the file holds the rest). */
 #define SLURM_PACE_BUF (1u << 20)
 
-static int slurm_write_all(int fd, const char *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* The stamper: stdin to stdout as records, until EOF.  It ignores the
  * signals that end a task, so that the command's last lines still get
  * out; a write that fails drops the chunk and reading goes on, so the
@@ -525,7 +512,7 @@ static int slurm_stamp(void)
         if (hl <= 0 || hl >= (int)sizeof head)
             continue;
         memcpy(buf + SLURM_STAMP_HEAD_MAX - hl, head, (size_t)hl);
-        slurm_write_all(1, buf + SLURM_STAMP_HEAD_MAX - hl, (size_t)hl + (size_t)n);
+        afile_write_all(1, buf + SLURM_STAMP_HEAD_MAX - hl, (size_t)hl + (size_t)n);
     }
 }
 
@@ -602,7 +589,7 @@ static double slurm_pace_run(struct slurm_pace *p, double now, int flush)
             /* bytes of no record: up to the next mark (a stray mark alone) */
             const char *e = left > 1 ? memchr(b + 1, SLURM_STAMP_MARK, left - 1) : NULL;
             size_t r = e ? (size_t)(e - b) : left;
-            slurm_write_all(1, b, r);
+            afile_write_all(1, b, r);
             off += r;
             continue;
         }
@@ -611,7 +598,7 @@ static double slurm_pace_run(struct slurm_pace *p, double now, int flush)
                 break;
             /* the task ended in the middle of a record: what there is */
             if (k > 0)
-                slurm_write_all(1, b + hl, left - hl);
+                afile_write_all(1, b + hl, left - hl);
             off = p->len;
             break;
         }
@@ -626,7 +613,7 @@ static double slurm_pace_run(struct slurm_pace *p, double now, int flush)
         }
         if (!flush && now - due > SLURM_PACE_LATE_S)
             p->offset += now - due;
-        slurm_write_all(1, b + hl, n);
+        afile_write_all(1, b + hl, n);
         off += hl + n;
     }
     if (off) {

@@ -64,15 +64,15 @@ static int afile_through(const char *path, struct stat *st, char *err, size_t er
 
 /* ------------------------------------------------------------ helpers */
 
-static int afile_write_all(int fd, const char *p, size_t len)
+int afile_write_all(int fd, const void *data, size_t len)
 {
+    const char *p = data;
     while (len) {
         ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
             return -1;
-        }
         p += n;
         len -= (size_t)n;
     }

@@ -59,6 +59,10 @@ int afile_write_mode(const char *path, const void *data, size_t len, unsigned ne
  */
 int afile_check_writable(const char *path, char *err, size_t errlen);
 
+/** Write all len bytes of data to fd, retrying on EINTR.  Returns 0, or
+ *  -1 (errno set, or 0 when write() wrote nothing). */
+int afile_write_all(int fd, const void *data, size_t len);
+
 /** Random characters in the names afile_create() makes. */
 #define AFILE_RANDOM_LEN 12
 

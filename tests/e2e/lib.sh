@@ -71,3 +71,19 @@ assert_best_is_fastest() {
     | ($c[] | select(.k == [$best.micro_batch, $best.grad_accum, $best.checkpointing]) | .v)
       * 1.01 >= $m' "$1" >/dev/null || fail "$2: best is not the fastest fit"
 }
+
+# slurm_cluster NODES NAME: a private Slurm cluster of NODES fake-GPU nodes
+# for this test (root only: skips otherwise), stopped and removed on exit,
+# its variables in this shell; SIMTRAIN becomes a copy named
+# simtrain-NAME, so that "still running" checks see only this test's.
+slurm_cluster() {
+  [ "$(id -u)" -eq 0 ] || skip "needs root to run slurmd"
+  cluster="$AB_SOURCE_DIR/tests/slurm/cluster.sh"
+  bash "$cluster" install >/dev/null 2>&1 || fail "cannot install slurm (tests/slurm/cluster.sh install)"
+  dir=$(mktemp -d "/tmp/ab-$2-XXXXXX")
+  stop_cluster() { bash "$cluster" stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir" "$WORK"; }
+  trap stop_cluster EXIT
+  eval "$(bash "$cluster" start "$dir" "$1")"
+  cp "$SIMTRAIN" "$WORK/simtrain-$2"
+  SIMTRAIN=$WORK/simtrain-$2
+}

@@ -9,17 +9,7 @@
 # ignores SIGTERM is still ended; nothing is left queued or running, even
 # when autobatch itself is killed.
 source "$(dirname "$0")/lib.sh"
-[ "$(id -u)" -eq 0 ] || skip "needs root to run slurmd"
-cluster="$AB_SOURCE_DIR/tests/slurm/cluster.sh"
-bash "$cluster" install >/dev/null 2>&1 || fail "cannot install slurm (tests/slurm/cluster.sh install)"
-dir=$(mktemp -d /tmp/ab-slurm-XXXXXX)
-stop_cluster() { bash "$cluster" stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir" "$WORK"; }
-trap stop_cluster EXIT
-eval "$(bash "$cluster" start "$dir" 4)"
-# A copy of simtrain of our own, so that "still running" sees only ours
-# (other tests run theirs at the same time).
-cp "$SIMTRAIN" "$WORK/simtrain-slurm"
-SIMTRAIN=$WORK/simtrain-slurm
+slurm_cluster 4 slurm
 
 cat >"$WORK/train.sh" <<SH
 #!/bin/sh

@@ -10,16 +10,7 @@
 # step named for a dead autobatch whose srun (on this host) is dead, and
 # leaves one named for a live pid alone.
 source "$(dirname "$0")/lib.sh"
-[ "$(id -u)" -eq 0 ] || skip "needs root to run slurmd"
-cluster="$AB_SOURCE_DIR/tests/slurm/cluster.sh"
-bash "$cluster" install >/dev/null 2>&1 || fail "cannot install slurm (tests/slurm/cluster.sh install)"
-dir=$(mktemp -d /tmp/ab-slurm9-XXXXXX)
-stop_cluster() { bash "$cluster" stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir" "$WORK"; }
-trap stop_cluster EXIT
-eval "$(bash "$cluster" start "$dir" 3)"
-# A trainer of our own name, so that "still running" sees only ours.
-cp "$SIMTRAIN" "$WORK/simtrain-kill9"
-SIMTRAIN=$WORK/simtrain-kill9
+slurm_cluster 3 slurm9
 cat >"$WORK/slow.sh" <<SH
 #!/bin/sh
 exec "$SIMTRAIN" --capacity 24G --startup-time 100s --output_dir "$WORK/out" "\$@"

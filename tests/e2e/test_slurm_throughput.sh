@@ -7,13 +7,7 @@
 # samples/s was off by a quarter to a half (here -18%).  The task stamps its output as
 # it is written, and the follower hands it on at those times.
 source "$(dirname "$0")/lib.sh"
-[ "$(id -u)" -eq 0 ] || skip "needs root to run slurmd"
-cluster="$AB_SOURCE_DIR/tests/slurm/cluster.sh"
-bash "$cluster" install >/dev/null 2>&1 || fail "cannot install slurm (tests/slurm/cluster.sh install)"
-dir=$(mktemp -d /tmp/ab-slurm-XXXXXX)
-stop_cluster() { bash "$cluster" stop "$dir" >/dev/null 2>&1 || true; rm -rf "$dir" "$WORK"; }
-trap stop_cluster EXIT
-eval "$(bash "$cluster" start "$dir" 2)"
+slurm_cluster 2 slurm-tput
 # the trial directories must be on a filesystem the "nodes" share: here one
 export TMPDIR="$WORK/tmp"
 mkdir -p "$TMPDIR"

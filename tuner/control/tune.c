@@ -124,24 +124,19 @@ static int tune_confirm(struct tune_run *r, struct tune_job *jobs, size_t width,
     tune_say(r, TUNE_NOTE, "confirming the choice micro_batch=%ld grad_accum=%ld "
                            "checkpointing=%s: a fresh run of %s",
              b.micro_batch, b.grad_accum, b.checkpointing ? "on" : "off", what);
-    size_t before = json_array_size(res->confirm);
     if (tune_serial(r, &jobs[0], ci, b.micro_batch, width, round, 1))
         return r->status || r->crashed || r->budget_hit || tune_interrupted(r) ? -1 : 0;
-    if (json_array_size(res->confirm) == before)
-        return 0;
-    const json_t *c = json_array_get(res->confirm, json_array_size(res->confirm) - 1);
-    const char *outcome = json_string_value(json_object_get(c, "outcome"));
-    if (outcome && !strcmp(outcome, "fit")) {
+    const struct trial_result *tr = &jobs[0].tr; /* the run just finished */
+    if (tr->outcome == TRIAL_FIT) {
         res->confirmed = 1;
         return 0;
     }
-    if (outcome && (!strcmp(outcome, "timeout") || !strcmp(outcome, "hang")))
+    if (tr->outcome == TRIAL_TIMEOUT || tr->outcome == TRIAL_HANG)
         return 0; /* said by tune_job_finish: not evidence about memory */
-    const char *ev = json_string_value(json_object_get(c, "evidence"));
     tune_say(r, TUNE_NOTE, "the choice micro_batch=%ld failed its confirmation run (%s%s%s): "
                            "it does not fit through the largest batches; moving to the next "
-                           "candidate", b.micro_batch, outcome ? outcome : "?", ev ? ": " : "",
-             ev ? ev : "");
+                           "candidate", b.micro_batch, trial_outcome_name(tr->outcome),
+             tr->evidence[0] ? ": " : "", tr->evidence);
     return 1;
 }
 

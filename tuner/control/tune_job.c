@@ -829,7 +829,10 @@ void tune_slurm_after(struct tune_run *r, const struct tune_job *j)
     }
     char name[64];
     snprintf(name, sizeof name, "autobatch-%ld-%ld", (long)getpid(), j->id);
-    slurm_sweep_steps(name);
+    int left = slurm_sweep_steps(name, 30);
+    if (left > 0)
+        tune_say(r, TUNE_NOTE, "warning: Slurm still lists %d job step(s) named %s 30 s after they were cancelled",
+                 left, name);
 }
 
 /* The --events line of a trial's start. */

@@ -71,19 +71,47 @@ static int slurm_run(char *const *argv, char *out, size_t len)
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
 }
 
-void slurm_sweep_steps(const char *name)
+/* How many job steps squeue lists under name; each is cancelled when
+ * cancel is set.  -1 when squeue failed. */
+static int slurm_steps_named(const char *name, int cancel)
 {
     char out[16384];
     char *argv[] = { "squeue", "-h", "-s", "-o", "%i %j", NULL };
     if (slurm_run(argv, out, sizeof out) != 0)
-        return;
+        return -1;
+    int n = 0;
     char *save = NULL;
     for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char step[64], jname[128];
         if (sscanf(line, "%63s %127s", step, jname) == 2 && !strcmp(jname, name)) {
-            char *cancel[] = { "scancel", step, NULL };
-            slurm_run(cancel, NULL, 0);
+            n++;
+            if (cancel) {
+                char *scancel[] = { "scancel", step, NULL };
+                slurm_run(scancel, NULL, 0);
+            }
         }
+    }
+    return n;
+}
+
+int slurm_sweep_steps(const char *name, double max_s)
+{
+    if (slurm_steps_named(name, 1) <= 0)
+        return 0;
+    /* scancel only asks: the step's processes (a trainer that ignores
+     * SIGTERM) live on until slurmd has killed them, and the next trial
+     * would share their GPU.  Wait until Slurm no longer lists it. */
+    double t0 = mono_now(), again = 5.0;
+    for (;;) {
+        usleep(100000);
+        double t = mono_now() - t0;
+        int left = slurm_steps_named(name, t >= again);
+        if (left <= 0)
+            return 0;
+        if (t >= again)
+            again += 5.0;
+        if (t >= max_s)
+            return left;
     }
 }
 

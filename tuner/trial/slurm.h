@@ -6,7 +6,8 @@
  * main.c puts `srun --exact ...` in front of the command, and after the
  * trial slurm_sweep_steps() cancels any step still listed under its name
  * (a srun killed with its process group leaves its step running;
- * `scancel --name` matches jobs, not steps).
+ * `scancel --name` matches jobs, not steps) and waits until Slurm no
+ * longer lists it.
  *
  * From a login node (--launcher slurm without SLURM_JOB_ID) a round of
  * trials goes out as one job array: slurm_array_submit() writes one task
@@ -43,8 +44,12 @@
 
 #include "util/strvec.h"
 
-/** Cancel the job steps named `name` that squeue still lists. */
-void slurm_sweep_steps(const char *name);
+/**
+ * Cancel the job steps named `name` that squeue still lists and wait up
+ * to max_s for Slurm to stop listing them (cancelling again every 5 s).
+ * Returns how many are still listed, 0 when none (or squeue failed).
+ */
+int slurm_sweep_steps(const char *name, double max_s);
 
 /**
  * Job steps' heartbeat watchdog, as array tasks have (a step's srun killed

@@ -17,6 +17,9 @@ test uses a path of its own (/flaky/sig, /flaky/2 ...):
   /date/...       503 with Retry-After as an HTTP date 2 s ahead (whole
                   seconds, so at least 1 s ahead), then 200
   /stale/...      503 with Retry-After: 1, then 503 without one, then 200
+  /down/N/...     503 with Retry-After: 1 the first N times, then 200: a
+                  webhook that is down for N attempts (a series of
+                  retries), then back
   /garbage/...    503 with Retry-After: soon the first time, then 200
   /slow/...       sleeps 3 s, then 200 (longer than the client's timeout)
   /bad/...        400 "invalid_payload"
@@ -108,6 +111,13 @@ class Handler(BaseHTTPRequestHandler):
         elif kind == "stale":
             if n < 2:
                 self.reply(503, b"busy", [("Retry-After", "1")] if n == 0 else [])
+            else:
+                self.reply(200, b"ok")
+        elif kind == "down":
+            parts = self.path.split("/")
+            down_for = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else 1 << 30
+            if n < down_for:
+                self.reply(503, b"down", [("Retry-After", "1")])
             else:
                 self.reply(200, b"ok")
         elif kind == "garbage":

@@ -129,27 +129,27 @@ head -1 "$GITHUB_STEP_SUMMARY" | grep -q "earlier step" || fail "step summary ov
 [ "$(wc -l < "$GITHUB_STEP_SUMMARY")" -gt 5 ] || fail "step summary not appended"
 pass "GITHUB_STEP_SUMMARY appended"
 
-# --- a dead webhook: the run still succeeds, the payload is spooled
-dead=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()')
-"$AUTOBATCH" --quiet --no-cache --batch 1:64 --json "$WORK/r2.json" --webhook "http://127.0.0.1:$dead/hook" \
+# --- a dead webhook: the run still succeeds, the payload is spooled; it
+# is sent to its own URL (down for the run's 5 attempts, then back)
+"$AUTOBATCH" --quiet --no-cache --batch 1:64 --json "$WORK/r2.json" --webhook "$HOOK/down/5/later" \
   -- "$SIMTRAIN" --capacity 6G >/dev/null 2>"$WORK/r2.err" || fail "dead webhook changed the exit status: $?"
 grep -q "not delivered" "$WORK/r2.err" || fail "no warning about the dead webhook"
 ls "$XDG_STATE_HOME/autobatch/webhook-spool/"*.json >/dev/null 2>&1 || fail "nothing spooled"
-"$AUTOBATCH" notify --webhook "$HOOK/ok/later" >"$WORK/n.out" 2>&1 || fail "notify: exit $? $(cat "$WORK/n.out")"
+"$AUTOBATCH" notify >"$WORK/n.out" 2>&1 || fail "notify: exit $? $(cat "$WORK/n.out")"
 [ -z "$(ls "$XDG_STATE_HOME/autobatch/webhook-spool/" 2>/dev/null)" ] || fail "spool not emptied"
-grep -q '"/ok/later"' "$WORK/hooks.jsonl" || fail "the spooled payload never arrived"
+[ "$(grep -c '"/down/5/later"' "$WORK/hooks.jsonl")" = 6 ] || fail "the spooled payload never arrived"
 "$AUTOBATCH" notify "$WORK/r2.json" --webhook "$HOOK/ok/again" --webhook-format discord >/dev/null 2>&1 \
   || fail "notify RESULTS: exit $?"
 grep -q '"/ok/again"' "$WORK/hooks.jsonl" || fail "notify RESULTS did not deliver"
 pass "dead webhook: run exit 0, spooled, delivered by autobatch notify"
 
 # --- a payload kept where versions before 0.1.0 spooled (the cache) is sent too
-"$AUTOBATCH" --quiet --no-cache --batch 1:64 --webhook "http://127.0.0.1:$dead/hook" \
+"$AUTOBATCH" --quiet --no-cache --batch 1:64 --webhook "$HOOK/down/5/legacy" \
   -- "$SIMTRAIN" --capacity 6G >/dev/null 2>&1 || fail "dead webhook (legacy): exit $?"
 mkdir -p "$XDG_CACHE_HOME/autobatch/webhook-spool"
 mv "$XDG_STATE_HOME/autobatch/webhook-spool/"*.json "$XDG_CACHE_HOME/autobatch/webhook-spool/"
-"$AUTOBATCH" notify --webhook "$HOOK/ok/legacy" >"$WORK/n.out" 2>&1 || fail "notify (legacy): exit $? $(cat "$WORK/n.out")"
-grep -q '"/ok/legacy"' "$WORK/hooks.jsonl" || fail "the payload in the old spool never arrived"
+"$AUTOBATCH" notify >"$WORK/n.out" 2>&1 || fail "notify (legacy): exit $? $(cat "$WORK/n.out")"
+[ "$(grep -c '"/down/5/legacy"' "$WORK/hooks.jsonl")" = 6 ] || fail "the payload in the old spool never arrived"
 [ -z "$(ls "$XDG_CACHE_HOME/autobatch/webhook-spool/")" ] || fail "old spool not emptied"
 pass "old spool under the cache directory: sent and emptied by autobatch notify"
 

@@ -1208,47 +1208,18 @@ static void test_spool_save_and_flush(void **state)
     json_decref(doc);
     free(data);
 
-    /* Against a dead port nothing is sent and both stay; after the first
-     * failure the other payload for that URL is not tried (no second
-     * round of retries). */
-    char dead[128];
-    snprintf(dead, sizeof dead, "http://127.0.0.1:%d/hook", dead_port);
+    const char *one[] = { dir };
     int sent = -1, left = -1;
-    double t0 = now_s();
-    assert_int_equal(webhook_spool_flush(dir, &o, dead, &sent, &left, err, sizeof err), -1);
-    assert_true(now_s() - t0 < 3);
-    assert_int_equal(sent, 0);
-    assert_int_equal(left, 2);
-    assert_int_equal(count_json(dir), 2);
-    assert_null(strstr(err, SECRET));
 
-    /* A receiver that answers 503 once: after that answer the other
-     * payload for the same URL waits for the next flush instead of
-     * being tried against a receiver that is down. */
-    struct webhook_opts once = o;
-    once.max_attempts = 1;
-    assert_int_equal(webhook_spool_flush(dir, &once, url("/flaky/spool"), &sent, &left, err,
-                                         sizeof err), -1);
-    assert_int_equal(sent, 0);
-    assert_int_equal(left, 2);
-    assert_non_null(strstr(err, "answered 503"));
-    json_t *tried = requests("/flaky/spool");
-    assert_int_equal(json_array_size(tried), 1);
-    json_decref(tried);
-
-    /* To their own URLs: both delivered, signed with the caller's secret,
-     * and removed. */
-    assert_int_equal(webhook_spool_flush(dir, &o, NULL, &sent, &left, err, sizeof err), 0);
-    assert_int_equal(sent, 2);
+    /* With a URL: only the payload kept for that URL is sent, to it; the
+     * other is not touched, not counted, and stays. */
+    assert_int_equal(webhook_spool_flush(one, 1, &o, url("/ok/spool-2"), &sent, &left, err,
+                                         sizeof err), 0);
+    assert_int_equal(sent, 1);
     assert_int_equal(left, 0);
-    assert_int_equal(count_json(dir), 0);
-
+    assert_int_equal(count_json(dir), 1);
     json_t *reqs = requests("/ok/spool-1");
-    assert_int_equal(json_array_size(reqs), 1);
-    json_t *q = json_array_get(reqs, 0);
-    assert_signed(q, SECRET);
-    assert_string_equal(header(q, "x-autobatch-delivery"), id);    /* the original delivery */
-    assert_string_equal(json_string_value(json_object_get(q, "body")), body);
+    assert_int_equal(json_array_size(reqs), 0);
     json_decref(reqs);
     reqs = requests("/ok/spool-2");
     assert_int_equal(json_array_size(reqs), 1);
@@ -1256,11 +1227,38 @@ static void test_spool_save_and_flush(void **state)
     assert_uuid4(header(json_array_get(reqs, 0), "x-autobatch-delivery"));
     json_decref(reqs);
 
+    /* A URL nothing was kept for: nothing is sent anywhere. */
+    assert_int_equal(webhook_spool_flush(one, 1, &o, url("/ok/other"), &sent, &left, err,
+                                         sizeof err), 0);
+    assert_int_equal(sent + left, 0);
+    assert_int_equal(count_json(dir), 1);
+    reqs = requests("/ok/other");
+    assert_int_equal(json_array_size(reqs), 0);
+    json_decref(reqs);
+
+    /* Without a URL: the rest, to its own URL only, signed with the
+     * caller's secret, with its original delivery id, and removed. */
+    assert_int_equal(webhook_spool_flush(one, 1, &o, NULL, &sent, &left, err, sizeof err), 0);
+    assert_int_equal(sent, 1);
+    assert_int_equal(left, 0);
+    assert_int_equal(count_json(dir), 0);
+    reqs = requests("/ok/spool-1");
+    assert_int_equal(json_array_size(reqs), 1);
+    json_t *q = json_array_get(reqs, 0);
+    assert_signed(q, SECRET);
+    assert_string_equal(header(q, "x-autobatch-delivery"), id);    /* the original delivery */
+    assert_string_equal(json_string_value(json_object_get(q, "body")), body);
+    json_decref(reqs);
+    reqs = requests("/ok/spool-2");
+    assert_int_equal(json_array_size(reqs), 1);                     /* not sent again */
+    json_decref(reqs);
+
     /* An empty spool, and a missing one, flush to nothing. */
-    assert_int_equal(webhook_spool_flush(dir, &o, NULL, &sent, &left, err, sizeof err), 0);
+    assert_int_equal(webhook_spool_flush(one, 1, &o, NULL, &sent, &left, err, sizeof err), 0);
     assert_int_equal(sent + left, 0);
     snprintf(path, sizeof path, "%s/none", tmpdir);
-    assert_int_equal(webhook_spool_flush(path, &o, NULL, &sent, &left, err, sizeof err), 0);
+    const char *none[] = { path };
+    assert_int_equal(webhook_spool_flush(none, 1, &o, NULL, &sent, &left, err, sizeof err), 0);
     assert_int_equal(sent + left, 0);
     free(body);
     json_decref(res);
@@ -1275,9 +1273,12 @@ static void test_spool_refused_and_junk(void **state)
     o.secret = SECRET;
     int sent, left;
 
-    /* Refused for good: kept for a corrected URL, not retried. */
+    const char *one[] = { dir };
+
+    /* Refused for good: not retried, and kept (never sent anywhere else),
+     * to be removed by hand. */
     assert_int_equal(webhook_spool_save(dir, url("/bad/spool"), "{}", 2, err, sizeof err), 0);
-    assert_int_equal(webhook_spool_flush(dir, &o, NULL, &sent, &left, err, sizeof err), -1);
+    assert_int_equal(webhook_spool_flush(one, 1, &o, NULL, &sent, &left, err, sizeof err), -1);
     assert_int_equal(sent, 0);
     assert_int_equal(left, 1);
     assert_non_null(strstr(err, "answered 400"));
@@ -1285,9 +1286,16 @@ static void test_spool_refused_and_junk(void **state)
     json_t *reqs = requests("/bad/spool");
     assert_int_equal(json_array_size(reqs), 1);
     json_decref(reqs);
-    assert_int_equal(webhook_spool_flush(dir, &o, url("/ok/fixed"), &sent, &left, err, sizeof err), 0);
-    assert_int_equal(sent, 1);
-    assert_int_equal(left, 0);
+    assert_int_equal(webhook_spool_flush(one, 1, &o, url("/ok/fixed"), &sent, &left, err,
+                                         sizeof err), 0);
+    assert_int_equal(sent + left, 0);
+    reqs = requests("/ok/fixed");
+    assert_int_equal(json_array_size(reqs), 0);
+    json_decref(reqs);
+    assert_int_equal(count_json(dir), 1);
+    char kept[4600];
+    free(slurp_first(dir, kept, sizeof kept));
+    assert_int_equal(unlink(kept), 0);
 
     /* A broken .json file counts as left; other files are left alone. */
     snprintf(path, sizeof path, "%s/broken.json", dir);
@@ -1298,7 +1306,7 @@ static void test_spool_refused_and_junk(void **state)
     f = fopen(path, "w");
     fputs("hello", f);
     fclose(f);
-    assert_int_equal(webhook_spool_flush(dir, &o, NULL, &sent, &left, err, sizeof err), -1);
+    assert_int_equal(webhook_spool_flush(one, 1, &o, NULL, &sent, &left, err, sizeof err), -1);
     assert_int_equal(sent, 0);
     assert_int_equal(left, 1);
     assert_non_null(strstr(err, "broken.json"));
@@ -1310,13 +1318,73 @@ static void test_spool_refused_and_junk(void **state)
     fprintf(f, "{\"schema\":\"autobatch.webhook-spool/1\",\"url\":\"%s\","
                "\"delivery_id\":\"x\\r\\nX-Evil: 1\",\"body\":\"{}\"}", url("/ok/tampered"));
     fclose(f);
-    assert_int_equal(webhook_spool_flush(dir, &o, NULL, &sent, &left, err, sizeof err), 0);
+    assert_int_equal(webhook_spool_flush(one, 1, &o, NULL, &sent, &left, err, sizeof err), 0);
     assert_int_equal(sent, 1);
     reqs = requests("/ok/tampered");
     assert_int_equal(json_array_size(reqs), 1);
     assert_null(header(json_array_get(reqs, 0), "x-evil"));
     assert_uuid4(header(json_array_get(reqs, 0), "x-autobatch-delivery"));
     json_decref(reqs);
+}
+
+/* A webhook that is down gets one series of retries per flush, however
+ * many payloads are kept for it and in however many directories (the
+ * spool and where older versions kept it), while the payloads for
+ * other URLs are still sent, each to its own URL. */
+static void test_spool_dead_one_series(void **state)
+{
+    (void)state;
+    char d1[4200], d2[4200], err[512];
+    snprintf(d1, sizeof d1, "%s/state/" WEBHOOK_SPOOL_SUBDIR, tmpdir);
+    snprintf(d2, sizeof d2, "%s/legacy/" WEBHOOK_SPOOL_SUBDIR, tmpdir);
+    const char *dirs[] = { d1, d2 };
+    struct webhook_opts o = fast_opts(NULL);
+    char dead[128];
+    snprintf(dead, sizeof dead, "http://127.0.0.1:%d/hook", dead_port);
+
+    /* Two payloads for a URL down for 3 attempts (one series with
+     * fast_opts), one in each directory; one payload for a dead port;
+     * one for a URL that is up. */
+    assert_int_equal(webhook_spool_save(d1, url("/down/3/series"), "{\"p\":1}", 7, err, sizeof err), 0);
+    assert_int_equal(webhook_spool_save(d2, url("/down/3/series"), "{\"p\":2}", 7, err, sizeof err), 0);
+    assert_int_equal(webhook_spool_save(d1, dead, "{\"p\":3}", 7, err, sizeof err), 0);
+    assert_int_equal(webhook_spool_save(d2, dead, "{\"p\":4}", 7, err, sizeof err), 0);
+    assert_int_equal(webhook_spool_save(d2, url("/ok/alive"), "{\"p\":5}", 7, err, sizeof err), 0);
+
+    int sent = -1, left = -1;
+    assert_int_equal(webhook_spool_flush(dirs, 2, &o, NULL, &sent, &left, err, sizeof err), -1);
+    assert_int_equal(sent, 1);
+    assert_int_equal(left, 4);
+    assert_non_null(strstr(err, "after 3 attempts"));     /* the first failure, whichever */
+    json_t *reqs = requests("/down/3/series");
+    assert_int_equal(json_array_size(reqs), 3);         /* one series, not two */
+    for (size_t i = 0; i < 3; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, i), "body")),
+                            "{\"p\":1}");
+    json_decref(reqs);
+    reqs = requests("/hook");
+    assert_int_equal(json_array_size(reqs), 0);         /* nothing went elsewhere */
+    json_decref(reqs);
+    reqs = requests("/ok/alive");
+    assert_int_equal(json_array_size(reqs), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 0), "body")), "{\"p\":5}");
+    json_decref(reqs);
+    assert_int_equal(count_json(d1), 2);
+    assert_int_equal(count_json(d2), 2);
+
+    /* Back up: both its payloads go to it, in order, and nowhere else;
+     * the dead port's stay. */
+    assert_int_equal(webhook_spool_flush(dirs, 2, &o, url("/down/3/series"), &sent, &left, err,
+                                         sizeof err), 0);
+    assert_int_equal(sent, 2);
+    assert_int_equal(left, 0);
+    reqs = requests("/down/3/series");
+    assert_int_equal(json_array_size(reqs), 5);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 3), "body")), "{\"p\":1}");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 4), "body")), "{\"p\":2}");
+    json_decref(reqs);
+    assert_int_equal(count_json(d1), 1);
+    assert_int_equal(count_json(d2), 1);
 }
 
 int main(void)
@@ -1345,6 +1413,7 @@ int main(void)
         cmocka_unit_test(test_payload_real_results),
         cmocka_unit_test(test_spool_save_and_flush),
         cmocka_unit_test(test_spool_refused_and_junk),
+        cmocka_unit_test(test_spool_dead_one_series),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

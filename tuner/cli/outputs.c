@@ -112,7 +112,8 @@ int outputs_post(const json_t *doc, const char *url, const char *format, int ins
             fprintf(stderr, "autobatch: warning: could not keep it for later either: %s\n",
                     nodir ? "no state directory (set HOME)" : serr);
         else
-            fprintf(stderr, "autobatch: kept in '%s'; 'autobatch notify RESULTS' sends it later\n", dir);
+            fprintf(stderr, "autobatch: kept in '%s'; 'autobatch notify' sends it later, to the same "
+                            "webhook\n", dir);
     }
     free(body);
     return rc;

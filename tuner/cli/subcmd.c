@@ -281,28 +281,35 @@ static int subcmd_notify(int argc, char **argv)
     signal(SIGTERM, subcmd_on_signal);
     rc = AB_EXIT_OK;
     if (o.nfiles == 1) {
+        /* RESULTS alone: the spool holds other runs' payloads for other
+         * URLs, and is flushed only by notify without RESULTS. */
         json_t *doc = subcmd_load(o.files[0]);
         if (!doc)
             rc = AB_EXIT_USAGE;
         else if (outputs_post(doc, url, o.webhook_format, o.insecure, &subcmd_cancel))
             rc = 1;
         json_decref(doc);
-    }
-    /* Then whatever earlier runs could not deliver. */
-    char dir[4096];
-    for (int legacy = 0; legacy < 2; legacy++) {
-        int sent = 0, left = 0;
-        struct stat st;
-        if (outputs_spool_dir(dir, sizeof dir, legacy) || (legacy && stat(dir, &st)))
-            continue;
+    } else {
+        /* What earlier runs could not deliver, each to its own URL (with
+         * --webhook, only what was kept for that URL); also where
+         * versions before 0.1.0 kept it. */
+        char dirs[2][4096];
+        const char *list[2];
+        size_t nd = 0;
+        for (int legacy = 0; legacy < 2; legacy++)
+            if (!outputs_spool_dir(dirs[nd], sizeof dirs[nd], legacy))
+                list[nd] = dirs[nd], nd++;
         struct webhook_opts wo;
-        outputs_webhook_opts(&wo, url, o.insecure, &subcmd_cancel);
-        if (webhook_spool_flush(dir, &wo, o.webhook, &sent, &left, err, sizeof err) && left) {
+        int sent = 0, left = 0;
+        outputs_webhook_opts(&wo, NULL, o.insecure, &subcmd_cancel);
+        if (webhook_spool_flush(list, nd, &wo, o.webhook, &sent, &left, err, sizeof err) && left) {
             fprintf(stderr, "autobatch: %d kept deliveries still not sent: %s\n", left, err);
-            rc = rc ? rc : 1;
+            rc = 1;
         }
         if (sent)
             fprintf(stderr, "autobatch: sent %d kept deliveries\n", sent);
+        else if (!left)
+            fprintf(stderr, "autobatch: nothing kept to send%s\n", o.webhook ? " to that webhook" : "");
     }
     webhook_global_cleanup();
 out:

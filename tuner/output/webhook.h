@@ -26,7 +26,11 @@
  *      ...) with dir = cache_dir() + "/" WEBHOOK_SPOOL_SUBDIR; the run's
  *      exit status is unchanged either way.
  *   5. `autobatch notify RESULTS [--webhook URL]`: steps 2-4 for RESULTS,
- *      then webhook_spool_flush(dir, &o, override_url, ...).
+ *      and nothing else (the spool is not flushed: its payloads belong
+ *      to other runs and other URLs).  `autobatch notify [--webhook
+ *      URL]`, without RESULTS: webhook_spool_flush(dirs, n, &o, url, ...)
+ *      sends what is kept, each payload to its own URL (with --webhook,
+ *      only the payloads kept for that URL).
  *
  * Delivery.  Every request carries `Content-Type: application/json`,
  * `X-Autobatch-Delivery: <uuid>` (a random version 4 UUID from
@@ -274,19 +278,27 @@ int webhook_spool_save_delivery(const char *dir, const char *url, const char *bo
                                 const char *delivery_id, char *err, size_t errlen);
 
 /**
- * Send every spooled payload, oldest first, to its own URL or to
- * override_url when that is not NULL, with o's secret, timeouts and
- * retries (o->url and o->delivery_id are ignored: each file has its
- * own).  A payload that is delivered is removed.  One that is refused
- * for good (permanent) stays, to be resent with a corrected URL or
- * removed by hand.  After a failure that is not permanent, the other
- * payloads for the same URL are left for next time rather than waited
- * on.  Files that are not spool files are left alone; a spool file that
- * cannot be read or parsed counts as left.  A missing dir is an empty
- * spool.  Sets *sent and *left; returns 0 when nothing is left, else -1
- * with err naming the first failure.
+ * Send the payloads kept in the spool directories dirs[0..ndirs) (the
+ * current one and where older versions kept it), directory by directory,
+ * oldest first, each to the URL it was kept for and to no other: a kept
+ * payload is one run's results, and another URL is another project's
+ * channel.  With only_url, only the payloads kept for exactly that URL
+ * are sent; the others are not touched and not counted.  o's secret,
+ * timeouts and retries are used (o->url and o->delivery_id are ignored:
+ * each file has its own).
+ *
+ * A payload that is delivered is removed.  One that is refused for good
+ * (permanent) stays, to be removed by hand (its results file can be sent
+ * to a corrected URL with `autobatch notify RESULTS --webhook URL`).
+ * After a failure that is not permanent the URL counts as down for the
+ * rest of the flush, in every directory: its other payloads are left for
+ * next time, so a dead webhook costs one series of retries.  Files that
+ * are not spool files are left alone; a spool file that cannot be read
+ * or parsed counts as left.  A missing directory is an empty spool.
+ * Sets *sent and *left; returns 0 when nothing is left, else -1 with err
+ * naming the first failure.
  */
-int webhook_spool_flush(const char *dir, const struct webhook_opts *o, const char *override_url,
-                        int *sent, int *left, char *err, size_t errlen);
+int webhook_spool_flush(const char *const *dirs, size_t ndirs, const struct webhook_opts *o,
+                        const char *only_url, int *sent, int *left, char *err, size_t errlen);
 
 #endif

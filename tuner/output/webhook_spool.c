@@ -218,73 +218,125 @@ static json_t *read_spool_file(const char *path, char *err, size_t errlen)
     return doc;
 }
 
-int webhook_spool_flush(const char *dir, const struct webhook_opts *o, const char *override_url,
-                        int *sent, int *left, char *err, size_t errlen)
-{
-    *sent = *left = 0;
-    char **names;
-    size_t n;
-    if (list_spool(dir, &names, &n, err, errlen) < 0)
-        return -1;
-
+/* The flush of webhook_spool_flush(): one per call, across its directories. */
+struct flush {
+    const struct webhook_opts *o;
+    const char *only_url;
     /* URLs that failed for a reason other than a refusal in this flush:
-     * their other payloads wait for the next one. */
-    char **down = n ? calloc(n, sizeof *down) : NULL;
-    size_t ndown = 0;
-    int have_err = 0;
-    char msg[1024];
+     * their other payloads wait for the next one, so that a webhook that
+     * is down costs one series of retries, not one per payload or per
+     * directory. */
+    char **down;
+    size_t ndown, alloc;
+    int sent, left, have_err;
+    char *err;
+    size_t errlen;
+};
 
-    for (size_t i = 0; i < n; i++) {
-        char path[4200];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (o->cancel && *o->cancel) {
-            (*left)++;
-            continue;
-        }
-        json_t *doc = read_spool_file(path, msg, sizeof msg);
-        if (!doc) {
-            (*left)++;
-            if (!have_err++)
-                errbuf_set(err, errlen, "%s", msg);
-            continue;
-        }
-        const char *url = override_url ? override_url : json_string_value(json_object_get(doc, "url"));
-        int skip = 0;
-        for (size_t k = 0; k < ndown; k++)
-            if (!strcmp(down[k], url))
-                skip = 1;
-        if (skip) {
-            (*left)++;
-            json_decref(doc);
-            continue;
-        }
-        struct webhook_opts one = *o;
-        one.url = url;
-        const json_t *id = json_object_get(doc, "delivery_id");
-        one.delivery_id = json_is_string(id) ? json_string_value(id) : NULL;
-        const json_t *body = json_object_get(doc, "body");
-        struct webhook_result r;
-        if (webhook_send(&one, json_string_value(body), json_string_length(body), &r, msg,
-                         sizeof msg) == 0) {
-            (*sent)++;
-            if (unlink(path) < 0 && !have_err++)
-                errbuf_set(err, errlen, "delivered '%s' but cannot remove it: %s", path, strerror(errno));
-        } else {
-            (*left)++;
-            if (!have_err++)
-                errbuf_set(err, errlen, "spooled '%s': %s", names[i], msg);
-            if (!r.permanent && down && (down[ndown] = strdup(url)))
-                ndown++;
-        }
-        json_decref(doc);
+static int flush_is_down(const struct flush *f, const char *url)
+{
+    for (size_t k = 0; k < f->ndown; k++)
+        if (!strcmp(f->down[k], url))
+            return 1;
+    return 0;
+}
+
+static void flush_mark_down(struct flush *f, const char *url)
+{
+    if (f->ndown == f->alloc) {
+        size_t na = f->alloc ? f->alloc * 2 : 8;
+        char **nd = realloc(f->down, na * sizeof *nd);
+        if (!nd)
+            return;     /* then only the next payload for url is tried again */
+        f->down = nd;
+        f->alloc = na;
     }
-    for (size_t k = 0; k < ndown; k++)
-        free(down[k]);
-    free(down);
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    free(names);
-    if (*left && !have_err)
-        errbuf_set(err, errlen, "%d spooled payload%s not sent", *left, *left == 1 ? "" : "s");
-    return *left || have_err ? -1 : 0;
+    if ((f->down[f->ndown] = strdup(url)))
+        f->ndown++;
+}
+
+/* The first failure of the flush is the one err names. */
+static void flush_fail(struct flush *f, const char *msg)
+{
+    if (!f->have_err++)
+        errbuf_set(f->err, f->errlen, "%s", msg);
+}
+
+/* One spool file: sent to the URL it was kept for, removed once delivered. */
+static void flush_one(struct flush *f, const char *dir, const char *name)
+{
+    char path[4200], msg[1024], why[5300];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (f->o->cancel && *f->o->cancel) {
+        f->left++;
+        return;
+    }
+    json_t *doc = read_spool_file(path, msg, sizeof msg);
+    if (!doc) {
+        f->left++;
+        flush_fail(f, msg);
+        return;
+    }
+    /* The payload goes to its own URL and nowhere else: a kept payload
+     * is one project's results, and another URL is another channel. */
+    const char *url = json_string_value(json_object_get(doc, "url"));
+    if (f->only_url && strcmp(url, f->only_url)) {
+        json_decref(doc);
+        return;
+    }
+    if (flush_is_down(f, url)) {
+        f->left++;
+        json_decref(doc);
+        return;
+    }
+    struct webhook_opts one = *f->o;
+    one.url = url;
+    const json_t *id = json_object_get(doc, "delivery_id");
+    one.delivery_id = json_is_string(id) ? json_string_value(id) : NULL;
+    const json_t *body = json_object_get(doc, "body");
+    struct webhook_result r;
+    if (webhook_send(&one, json_string_value(body), json_string_length(body), &r, msg,
+                     sizeof msg) == 0) {
+        f->sent++;
+        if (unlink(path) < 0) {
+            snprintf(why, sizeof why, "delivered '%s' but cannot remove it: %s", path,
+                     strerror(errno));
+            flush_fail(f, why);
+        }
+    } else {
+        f->left++;
+        snprintf(why, sizeof why, "'%s': %s", path, msg);
+        flush_fail(f, why);
+        if (!r.permanent)
+            flush_mark_down(f, url);
+    }
+    json_decref(doc);
+}
+
+int webhook_spool_flush(const char *const *dirs, size_t ndirs, const struct webhook_opts *o,
+                        const char *only_url, int *sent, int *left, char *err, size_t errlen)
+{
+    struct flush f = { .o = o, .only_url = only_url, .err = err, .errlen = errlen };
+    for (size_t d = 0; d < ndirs; d++) {
+        char **names;
+        size_t n;
+        char msg[1024];
+        if (list_spool(dirs[d], &names, &n, msg, sizeof msg) < 0) {
+            flush_fail(&f, msg);
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            flush_one(&f, dirs[d], names[i]);
+            free(names[i]);
+        }
+        free(names);
+    }
+    for (size_t k = 0; k < f.ndown; k++)
+        free(f.down[k]);
+    free(f.down);
+    *sent = f.sent;
+    *left = f.left;
+    if (f.left && !f.have_err)
+        errbuf_set(err, errlen, "%d kept payload%s not sent", f.left, f.left == 1 ? "" : "s");
+    return f.left || f.have_err ? -1 : 0;
 }

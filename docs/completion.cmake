@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 # Generates bash and zsh completion for autobatch from `autobatch --help`,
 # the one source of the options: every "--option" it lists, the values it
-# spells out ("--checkpointing off|on|both"), files for FILE, DIR and TRACES
+# spells out ("--checkpointing off|on|both"), the preset names of
+# `autobatch presets` for --preset, files for FILE, DIR and TRACES
 # arguments, the subcommands of its usage lines, and the command's own
 # completion after "--".
 #   cmake -DAUTOBATCH=<binary> -DBASH=<file> -DZSH=<file> -P completion.cmake
@@ -10,6 +11,13 @@ execute_process(COMMAND "${AUTOBATCH}" --help OUTPUT_VARIABLE help RESULT_VARIAB
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "autobatch --help failed (${rc})")
 endif()
+execute_process(COMMAND "${AUTOBATCH}" presets OUTPUT_VARIABLE preset_list RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "autobatch presets failed (${rc})")
+endif()
+string(REGEX MATCHALL "(^|\n)[a-z0-9][a-z0-9._-]*" preset_words "${preset_list}")
+string(REPLACE "\n" "" preset_words "${preset_words}")
+list(JOIN preset_words " " preset_words)
 # a CMake list is split at ';' except inside [...]: keep brackets out of it
 string(REPLACE ";" "," help "${help}")
 string(REPLACE "[" "<" help "${help}")
@@ -20,7 +28,7 @@ set(cases "")
 set(zsh_specs "")
 set(subs "")
 foreach(line IN LISTS lines)
-  if(line MATCHES "^(usage:|      ) +autobatch ([a-z]+) ")
+  if(line MATCHES "^(usage:|      ) +autobatch ([a-z]+)( |$)")
     list(APPEND subs "${CMAKE_MATCH_2}")
   endif()
   # each "--name [ARG]" of an option's entry or a usage line (an entry may
@@ -48,6 +56,9 @@ foreach(line IN LISTS lines)
           string(APPEND words " ${a}")
         endif()
       endforeach()
+      if(name STREQUAL "--preset")
+        set(words " ${preset_words}")
+      endif()
       string(STRIP "${words}" words)
       set(files "")
       if(arg MATCHES "FILE")
@@ -87,7 +98,7 @@ _autobatch() {
 ${cases}  esac
   if [[ \$cur == -* ]]; then
     mapfile -t COMPREPLY < <(compgen -W \"${opt_words} --\" -- \"\$cur\")
-  elif ((COMP_CWORD == 1)); then
+  elif ((COMP_CWORD == 1)) || { ((COMP_CWORD == 2)) && [ \"\${COMP_WORDS[1]}\" = help ]; }; then
     mapfile -t COMPREPLY < <(compgen -W \"${sub_words}\" -- \"\$cur\")
   else
     mapfile -t COMPREPLY < <(compgen -f -- \"\$cur\")

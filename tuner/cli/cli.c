@@ -5,6 +5,7 @@
  * the user; the engine never sees argv.
  */
 #include "cli/cli.h"
+#include "cli/hint.h"
 #include "cli/say.h"
 #include "util/which.h"
 
@@ -18,6 +19,7 @@
 #include <jansson.h>
 #include <yaml.h>
 
+#include "preset.h"
 #include "revision.h"
 #include "util/units.h"
 
@@ -39,57 +41,66 @@ struct opt {
     enum opt_kind kind;
     char letter;
     enum opt_id id;
+    /* A trainer is unlikely to take an option of this name (T below), so
+     * one written after the command was most likely meant for autobatch:
+     * cli_warn_after() says so.  Not T: names that trainers take often
+     * (--config, --steps, --warmup, --gpus, --world-size, --grad-accum,
+     * --dry-run, --launcher of the deepspeed launcher, --help, --quiet,
+     * --verbose, --version). */
+    int ours;
 };
+#define T 1
 
 /* Sorted by name. */
 static const struct opt cli_opts[] = {
-    { "baseline", OPT_STRING, 0, O_BASELINE },
-    { "batch", OPT_RANGE, 0, O_BATCH },
-    { "budget", OPT_DURATION, 0, O_BUDGET },
-    { "checkpointing", OPT_STRING, 0, O_CHECKPOINTING },
-    { "config", OPT_STRING, 0, O_CONFIG },
-    { "confirm", OPT_STRING, 0, O_CONFIRM },
-    { "dry-run", OPT_FLAG, 0, O_DRY_RUN },
-    { "emulate-gpu-memory", OPT_STRING, 0, O_EMULATE_GPU_MEMORY },
-    { "emulate-with", OPT_STRING, 0, O_EMULATE_WITH },
-    { "events", OPT_STRING, 0, O_EVENTS },
-    { "global-batch", OPT_COUNT, 0, O_GLOBAL_BATCH },
-    { "gpus", OPT_STRING, 0, O_GPUS },
-    { "gpus-per-trial", OPT_COUNT, 0, O_GPUS_PER_TRIAL },
-    { "grad-accum", OPT_STRING, 0, O_GRAD_ACCUM },
-    { "hang-timeout", OPT_DURATION, 0, O_HANG_TIMEOUT },
-    { "headroom", OPT_STRING, 0, O_HEADROOM },
-    { "help", OPT_FLAG, 'h', O_HELP },
-    { "html", OPT_STRING, 0, O_HTML },
-    { "json", OPT_STRING, 0, O_JSON },
-    { "junit", OPT_STRING, 0, O_JUNIT },
-    { "keep-traces", OPT_STRING, 0, O_KEEP_TRACES },
-    { "kill-grace", OPT_DURATION, 0, O_KILL_GRACE },
-    { "knob", OPT_STRING, 0, O_KNOB },
-    { "launcher", OPT_STRING, 0, O_LAUNCHER },
-    { "markdown", OPT_STRING, 0, O_MARKDOWN },
-    { "no-cache", OPT_FLAG, 0, O_NO_CACHE },
-    { "no-confirm", OPT_FLAG, 0, O_NO_CONFIRM },
-    { "no-probe", OPT_FLAG, 0, O_NO_PROBE },
-    { "preset", OPT_STRING, 0, O_PRESET },
-    { "quiet", OPT_FLAG, 'q', O_QUIET },
-    { "regression-threshold", OPT_STRING, 0, O_REGRESSION_THRESHOLD },
-    { "replay", OPT_FLAG, 0, O_REPLAY },
-    { "show-output", OPT_FLAG, 0, O_SHOW_OUTPUT },
-    { "steps", OPT_COUNT, 0, O_STEPS },
-    { "trial-memory-limit", OPT_STRING, 0, O_TRIAL_MEMORY_LIMIT },
-    { "trial-timeout", OPT_DURATION, 0, O_TRIAL_TIMEOUT },
-    { "verbose", OPT_FLAG, 'v', O_VERBOSE },
-    { "version", OPT_FLAG, 'V', O_VERSION },
-    { "warmup", OPT_COUNT, 0, O_WARMUP },
-    { "webhook", OPT_STRING, 0, O_WEBHOOK },
-    { "webhook-format", OPT_STRING, 0, O_WEBHOOK_FORMAT },
-    { "webhook-insecure", OPT_FLAG, 0, O_WEBHOOK_INSECURE },
-    { "world-size", OPT_COUNT, 0, O_WORLD_SIZE },
-    { "worst-case", OPT_STRING, 0, O_WORST_CASE },
-    { "worst-case-scan", OPT_DURATION, 0, O_WORST_CASE_SCAN },
-    { "write", OPT_FLAG, 0, O_WRITE },
+    { "baseline", OPT_STRING, 0, O_BASELINE, T },
+    { "batch", OPT_RANGE, 0, O_BATCH, T },
+    { "budget", OPT_DURATION, 0, O_BUDGET, T },
+    { "checkpointing", OPT_STRING, 0, O_CHECKPOINTING, T },
+    { "config", OPT_STRING, 0, O_CONFIG, 0 },
+    { "confirm", OPT_STRING, 0, O_CONFIRM, T },
+    { "dry-run", OPT_FLAG, 0, O_DRY_RUN, 0 },
+    { "emulate-gpu-memory", OPT_STRING, 0, O_EMULATE_GPU_MEMORY, T },
+    { "emulate-with", OPT_STRING, 0, O_EMULATE_WITH, T },
+    { "events", OPT_STRING, 0, O_EVENTS, T },
+    { "global-batch", OPT_COUNT, 0, O_GLOBAL_BATCH, T },
+    { "gpus", OPT_STRING, 0, O_GPUS, 0 },
+    { "gpus-per-trial", OPT_COUNT, 0, O_GPUS_PER_TRIAL, T },
+    { "grad-accum", OPT_STRING, 0, O_GRAD_ACCUM, 0 },
+    { "hang-timeout", OPT_DURATION, 0, O_HANG_TIMEOUT, T },
+    { "headroom", OPT_STRING, 0, O_HEADROOM, T },
+    { "help", OPT_FLAG, 'h', O_HELP, 0 },
+    { "html", OPT_STRING, 0, O_HTML, T },
+    { "json", OPT_STRING, 0, O_JSON, T },
+    { "junit", OPT_STRING, 0, O_JUNIT, T },
+    { "keep-traces", OPT_STRING, 0, O_KEEP_TRACES, T },
+    { "kill-grace", OPT_DURATION, 0, O_KILL_GRACE, T },
+    { "knob", OPT_STRING, 0, O_KNOB, T },
+    { "launcher", OPT_STRING, 0, O_LAUNCHER, 0 },
+    { "markdown", OPT_STRING, 0, O_MARKDOWN, T },
+    { "no-cache", OPT_FLAG, 0, O_NO_CACHE, T },
+    { "no-confirm", OPT_FLAG, 0, O_NO_CONFIRM, T },
+    { "no-probe", OPT_FLAG, 0, O_NO_PROBE, T },
+    { "preset", OPT_STRING, 0, O_PRESET, T },
+    { "quiet", OPT_FLAG, 'q', O_QUIET, 0 },
+    { "regression-threshold", OPT_STRING, 0, O_REGRESSION_THRESHOLD, T },
+    { "replay", OPT_FLAG, 0, O_REPLAY, T },
+    { "show-output", OPT_FLAG, 0, O_SHOW_OUTPUT, T },
+    { "steps", OPT_COUNT, 0, O_STEPS, 0 },
+    { "trial-memory-limit", OPT_STRING, 0, O_TRIAL_MEMORY_LIMIT, T },
+    { "trial-timeout", OPT_DURATION, 0, O_TRIAL_TIMEOUT, T },
+    { "verbose", OPT_FLAG, 'v', O_VERBOSE, 0 },
+    { "version", OPT_FLAG, 'V', O_VERSION, 0 },
+    { "warmup", OPT_COUNT, 0, O_WARMUP, 0 },
+    { "webhook", OPT_STRING, 0, O_WEBHOOK, T },
+    { "webhook-format", OPT_STRING, 0, O_WEBHOOK_FORMAT, T },
+    { "webhook-insecure", OPT_FLAG, 0, O_WEBHOOK_INSECURE, T },
+    { "world-size", OPT_COUNT, 0, O_WORLD_SIZE, 0 },
+    { "worst-case", OPT_STRING, 0, O_WORST_CASE, T },
+    { "worst-case-scan", OPT_DURATION, 0, O_WORST_CASE_SCAN, T },
+    { "write", OPT_FLAG, 0, O_WRITE, T },
 };
+#undef T
 
 static const char cli_usage[] =
 "usage: autobatch [OPTIONS] -- COMMAND [ARG...]\n"
@@ -97,8 +108,10 @@ static const char cli_usage[] =
 "       autobatch config set FILE KEY=VALUE...\n"
 "       autobatch report RESULTS [--format markdown|html|junit] [-o FILE]\n"
 "       autobatch matrix RESULTS... [--format markdown|json] [-o FILE]\n"
-"       autobatch notify RESULTS [--webhook URL] [--webhook-format F]\n"
+"       autobatch notify [RESULTS] [--webhook URL] [--webhook-format F]\n"
 "       autobatch predict TRACES_DIR --capacity SIZE [--batch MIN:MAX[:STEP]]\n"
+"       autobatch presets\n"
+"       autobatch help [TOPIC]\n"
 "\n"
 "Find the largest micro-batch that fits in memory by running COMMAND for a\n"
 "few steps per candidate, watching its output for out-of-memory errors from\n"
@@ -108,8 +121,9 @@ static const char cli_usage[] =
 "How knobs reach the command:\n"
 "  --preset NAME|FILE|auto  where the knobs live (default hf): hf, env, hydra,\n"
 "                        json, yaml, f5-tts, parler-tts, coqui, orpheus,\n"
-"                        deepspeed, accelerate, lightning, espnet; auto picks\n"
-"                        one from the command and --config and says which\n"
+"                        deepspeed, accelerate, lightning, espnet ('autobatch\n"
+"                        presets' says what each does); auto picks one from\n"
+"                        the command and --config and says which\n"
 "  --config FILE         the project's config file; trials get a patched copy\n"
 "  --knob NAME=WHERE     override a preset: NAME is micro_batch, grad_accum,\n"
 "                        checkpointing or max_steps; WHERE a --flag, env:VAR,\n"
@@ -182,7 +196,7 @@ static const char cli_usage[] =
 "  -q, --quiet           hide the command's output everywhere (autobatch's own\n"
 "                        lines stay; a failed trial's last lines are printed)\n"
 "  -v, --verbose         show each trial's command line and environment\n"
-"  -h, --help            this text\n"
+"  -h, --help            this text; 'autobatch help TOPIC' for a subcommand's\n"
 "  -V, --version         the version\n"
 "\n"
 "Every trial gets AUTOBATCH_TRIAL, AUTOBATCH_MICRO_BATCH, AUTOBATCH_GRAD_ACCUM,\n"
@@ -193,10 +207,24 @@ static const char cli_usage[] =
 "for another reason than memory, 5 budget ran out first, 6 a regression\n"
 "against --baseline, 130 interrupted.\n"
 "\n"
+"Options go before the command (or before '--'): every word after the command\n"
+"is the command's, so one of autobatch's own options written there goes to it,\n"
+"with a warning.  A first word that names a subcommand runs the subcommand; to\n"
+"tune a program of the same name, write 'autobatch -- report ...'.\n"
+"\n"
 "Examples:\n"
 "  autobatch --preset hf --batch 1:512 --json r.json -- accelerate launch train.py\n"
 "  autobatch --preset env --steps 10 --budget 30m -- python train.py --config c.yaml\n"
 "  autobatch --quiet --json - -- torchrun --nproc_per_node 2 train.py > r.json\n";
+
+const char *const cli_subcommands[] = {
+    "config", "report", "matrix", "notify", "predict", "presets", "help", NULL,
+};
+
+void cli_help(FILE *f)
+{
+    fputs(cli_usage, f);
+}
 
 void cli_error(const char *fmt, ...)
 {
@@ -231,6 +259,51 @@ static const struct opt *cli_find_short(char c)
         if (cli_opts[i].letter == c)
             return &cli_opts[i];
     return NULL;
+}
+
+/* An unknown option, word[0..len) as written (its name; a value after
+ * '=' is not shown): the one-line error, with the option the user most
+ * likely meant when one is close ("did you mean" names the fix, so the
+ * "try --help" line is left out). */
+static enum cli_status cli_unknown(const char *word, size_t len)
+{
+    const char *names[sizeof cli_opts / sizeof *cli_opts];
+    for (size_t i = 0; i < sizeof cli_opts / sizeof *cli_opts; i++)
+        names[i] = cli_opts[i].name;
+    /* --name, or -name for one dash too few; a single letter (-x) is a
+     * short option we do not have, not a long one to guess at. */
+    size_t skip = word[1] == '-' ? 2 : 1;
+    const char *guess = len > skip + (skip == 1) ? hint_closest(word + skip, len - skip, names,
+                                                               sizeof names / sizeof *names)
+                                                 : NULL;
+    if (!guess)
+        return cli_bad("unknown option '%.*s'", (int)len, word);
+    cli_error("unknown option '%.*s'; did you mean '--%s'?", (int)len, word, guess);
+    return CLI_USAGE;
+}
+
+/* --preset NAME, a name that is no built-in preset (nor auto, nor a
+ * file): when one is close, say which was meant.  Any other unknown name
+ * is left to setup_load, whose error lists them all. */
+static enum cli_status cli_check_preset(const char *name)
+{
+    size_t n = strlen(name);
+    if (strchr(name, '/') || (n > 5 && !strcmp(name + n - 5, ".yaml")) ||
+        (n > 4 && !strcmp(name + n - 4, ".yml")) || !strcmp(name, "auto"))
+        return CLI_RUN;
+    const char *const *builtin = preset_builtin_names();
+    for (size_t i = 0; builtin[i]; i++)
+        if (!strcmp(builtin[i], name))
+            return CLI_RUN;
+    static const char *const autos[] = { "auto", NULL };
+    const char *guess = hint_closest(name, n, builtin, (size_t)-1);
+    if (!guess)
+        guess = hint_closest(name, n, autos, 1);
+    if (!guess)
+        return CLI_RUN;
+    cli_error("--preset: unknown preset '%s'; did you mean '%s'? ('autobatch presets' lists "
+              "them)", name, guess);
+    return CLI_USAGE;
 }
 
 /* MIN:MAX[:STEP], each a whole number >= 1, MIN <= MAX. */
@@ -428,8 +501,8 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_PRESET:
         if (!*arg)
             return cli_bad("--preset is empty; use a name such as hf, auto, or a preset file");
-        p->preset_name = arg; /* resolved (and checked) by main */
-        break;
+        p->preset_name = arg; /* resolved (and checked) by setup_load */
+        return cli_check_preset(arg);
     case O_CONFIG:
         p->config_path = arg;
         break;
@@ -458,7 +531,7 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
 
 /* Is the command runnable: a path to an executable file, or a name found
  * in PATH?  Checked up front so that a typo fails in the first second. */
-static enum cli_status cli_check_command(const char *cmd)
+static enum cli_status cli_check_command(const char *cmd, int first_word)
 {
     struct stat st;
     if (strchr(cmd, '/')) {
@@ -471,7 +544,46 @@ static enum cli_status cli_check_command(const char *cmd)
     }
     if (which_found(cmd))
         return CLI_RUN;
+    /* `autobatch reprot x`: the first word, not found, close to a
+     * subcommand's name.  After '--' or an option it is a command for sure. */
+    const char *guess = first_word ? hint_closest(cmd, strlen(cmd), cli_subcommands, (size_t)-1)
+                                   : NULL;
+    if (guess) {
+        cli_error("command '%s' not found in PATH; did you mean 'autobatch %s'?", cmd, guess);
+        return CLI_USAGE;
+    }
     return cli_bad("command '%s' not found in PATH; check the spelling or give its path", cmd);
+}
+
+/* The command's own words (args, NULL-terminated) that are one of our
+ * options a trainer is unlikely to take (struct opt's `ours`): one warning
+ * line naming them ("'--a'", "'--a' and '--b'", "'--a', '--b' and
+ * '--c'"), each once.  They still go to the command, which may take them. */
+static void cli_warn_after(char **args, int dashdash)
+{
+    const struct opt *seen[sizeof cli_opts / sizeof *cli_opts];
+    size_t n = 0;
+    for (int k = 0; args[k]; k++) {
+        const char *a = args[k], *eq = strchr(a, '=');
+        if (a[0] != '-' || a[1] != '-')
+            continue;
+        const struct opt *o = cli_find_long(a + 2, eq ? (size_t)(eq - a - 2) : strlen(a + 2));
+        size_t j = 0;
+        while (j < n && seen[j] != o)
+            j++;
+        if (o && o->ours && j == n)
+            seen[n++] = o;
+    }
+    if (!n)
+        return;
+    char names[1024] = "";
+    size_t len = 0;
+    for (size_t j = 0; j < n && len < sizeof names; j++)
+        len += (size_t)snprintf(names + len, sizeof names - len, "%s'--%s'",
+                                !j ? "" : j + 1 < n ? ", " : " and ", seen[j]->name);
+    say_line(stderr, "autobatch: warning: ", "%s after the command %s to the command; put "
+             "autobatch's options before %s", names, n > 1 ? "go" : "goes",
+             dashdash ? "'--'" : "the command");
 }
 
 enum cli_status cli_parse(int argc, char **argv, struct plan *p)
@@ -503,7 +615,7 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
             const char *eq = strchr(a + 2, '=');
             o = cli_find_long(a + 2, eq ? (size_t)(eq - a - 2) : strlen(a + 2));
             if (!o)
-                return cli_bad("unknown option '%.*s'", eq ? (int)(eq - a) : (int)strlen(a), a);
+                return cli_unknown(a, eq ? (size_t)(eq - a) : strlen(a));
             if (eq) {
                 if (o->kind == OPT_FLAG)
                     return cli_bad("option '--%s' takes no value", o->name);
@@ -511,8 +623,10 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
             }
         } else {
             o = a[2] ? NULL : cli_find_short(a[1]);
+            /* -batch=4 for --batch=4 is guessed at; -q=1 is no option. */
+            const char *eq = strchr(a, '=');
             if (!o)
-                return cli_bad("unknown option '%s'", a);
+                return cli_unknown(a, eq && eq - a > 2 ? (size_t)(eq - a) : strlen(a));
         }
         if (o->kind != OPT_FLAG && !val) {
             if (i + 1 >= argc)
@@ -536,5 +650,8 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
         const char *env = getenv("AUTOBATCH_WEBHOOK_URL");
         p->webhook_url = env && *env ? env : NULL;
     }
-    return cli_check_command(argv[i]);
+    enum cli_status st = cli_check_command(argv[i], i == 1);
+    if (st == CLI_RUN)
+        cli_warn_after(argv + i + 1, dashdash);
+    return st;
 }

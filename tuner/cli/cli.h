@@ -13,6 +13,8 @@
 #ifndef AB_CLI_H
 #define AB_CLI_H
 
+#include <stdio.h>
+
 #include "control/plan.h"
 
 enum cli_status {
@@ -27,6 +29,13 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p);
 /** Parse MIN:MAX[:STEP] as --batch does.  Returns 0, or -1 after printing
  *  the one-line error (named "--batch"). */
 int cli_batch_range(const char *arg, long *min, long *max, long *step);
+
+/** The subcommands, NULL-terminated: those `autobatch help TOPIC` knows,
+ *  and those a misspelled first word is compared with. */
+extern const char *const cli_subcommands[];
+
+/** Write autobatch's help (what --help prints) to f. */
+void cli_help(FILE *f);
 
 /** Print the one-line error format: "autobatch: error: ..." to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * subcmd: config, report, matrix, notify and predict (see subcmd.h).
- * Each subcommand parses its own words, calls the library, and prints
- * what it returns; report, matrix and notify share one option parser
- * and one results loader.
+ * subcmd: config, report, matrix, notify, predict, presets and help (see
+ * subcmd.h).  Each subcommand parses its own words, calls the library,
+ * and prints what it returns; report, matrix and notify share one option
+ * parser and one results loader.  Every one prints its own help for
+ * --help or -h, from the table below, which `autobatch help TOPIC` reads
+ * too.
  */
 #include "cli/cli.h"
+#include "cli/hint.h"
 #include "control/exit.h"
 #include "cli/outputs.h"
 #include "cli/subcmd.h"
@@ -28,6 +31,169 @@
 #include "search/predict.h"
 #include "util/units.h"
 #include "output/webhook.h"
+#include "preset.h"
+
+/* --------------------------------------------------------------- help */
+
+/* Each subcommand's help: its usage lines (as autobatch --help shows
+ * them), what it does, its options.  One entry per name of
+ * cli_subcommands. */
+static const struct subcmd_help {
+    const char *name, *text;
+} subcmd_helps[] = {
+    { "config",
+"usage: autobatch config get FILE KEY\n"
+"       autobatch config set FILE KEY=VALUE...\n"
+"\n"
+"Read or change values in a YAML or JSON config file, the way autobatch\n"
+"edits --config.  KEY is a dotted path (train.batch_size); a.0.b indexes a\n"
+"list.  get prints the value.  set changes only the bytes of the values it\n"
+"sets (a missing key is inserted beside its siblings), keeps their quoting\n"
+"and boolean spelling, and writes the file once, atomically, under its\n"
+"lock; on any error the file is left as it was.\n"
+"\n"
+"Example:\n"
+"  autobatch config set train.yaml train.batch_size=16 optim.grad_accum=2\n" },
+    { "report",
+"usage: autobatch report RESULTS [--format markdown|html|junit] [-o FILE]\n"
+"\n"
+"Render a report from RESULTS, a results file written by --json, as the run's\n"
+"own --markdown, --html or --junit would have.  No trial is run.\n"
+"\n"
+"  --format F            markdown (default), html (one file, inline SVG) or junit\n"
+"  -o, --output FILE     write to FILE, atomically (default: stdout)\n"
+"  -h, --help            this text\n" },
+    { "matrix",
+"usage: autobatch matrix RESULTS... [--format markdown|json] [-o FILE]\n"
+"\n"
+"One table from several results files (one command on several machines):\n"
+"a row per file, in the order given, named after its GPU; columns for the\n"
+"choice, its samples/s and peak memory, and the largest fitting micro-batch\n"
+"of every (grad_accum, checkpointing) cell any file searched.\n"
+"\n"
+"  --format F            markdown (default) or json\n"
+"  -o, --output FILE     write to FILE, atomically (default: stdout)\n"
+"  -h, --help            this text\n" },
+    { "notify",
+"usage: autobatch notify [RESULTS] [--webhook URL] [--webhook-format F]\n"
+"\n"
+"Post RESULTS, a results file written by --json, to a webhook.  Without\n"
+"RESULTS, send the deliveries earlier runs could not make, each to its own\n"
+"URL (with --webhook, only those for that URL).\n"
+"\n"
+"  --webhook URL         where to post (default: AUTOBATCH_WEBHOOK_URL); signed\n"
+"                        with AUTOBATCH_WEBHOOK_SECRET when set\n"
+"  --webhook-format F    generic, slack, discord or teams (generic)\n"
+"  --webhook-insecure    do not verify the webhook's TLS certificate\n"
+"  -h, --help            this text\n" },
+    { "predict",
+"usage: autobatch predict TRACES_DIR --capacity SIZE [--batch MIN:MAX[:STEP]] [--gpu N]\n"
+"\n"
+"The largest micro-batch of each cell on a device of SIZE, predicted from\n"
+"the allocation traces that --replay --keep-traces DIR kept.  No trial is\n"
+"run, and each answer says it is unconfirmed.\n"
+"\n"
+"  --capacity SIZE       the device memory to predict for, e.g. 24G\n"
+"  --batch MIN:MAX[:STEP]  the micro-batch range (default 1:1024:1)\n"
+"  --gpu N               also replay the allocations with cudaMalloc on GPU N,\n"
+"                        its memory held back down to SIZE\n"
+"  -h, --help            this text\n" },
+    { "presets",
+"usage: autobatch presets\n"
+"\n"
+"List the built-in presets, one a line: the name for --preset NAME and what\n"
+"it changes in the command or its config.  --preset also takes a preset\n"
+"file (FILE.yaml, or any path with a '/') and auto, which picks a built-in\n"
+"one from the command and --config and says which.\n" },
+    { "help",
+"usage: autobatch help [TOPIC]\n"
+"\n"
+"autobatch's help (as --help), or with TOPIC a subcommand's (config,\n"
+"report, matrix, notify, predict) or the list of presets (presets).\n" },
+};
+
+static const char *subcmd_help_text(const char *name)
+{
+    for (size_t i = 0; i < sizeof subcmd_helps / sizeof *subcmd_helps; i++)
+        if (!strcmp(subcmd_helps[i].name, name))
+            return subcmd_helps[i].text;
+    return NULL;
+}
+
+/* Is argv[2..argc) asking for help (--help or -h anywhere)? */
+static int subcmd_wants_help(int argc, char **argv)
+{
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+    return 0;
+}
+
+static int subcmd_strcmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* autobatch presets: each built-in preset's name and summary, sorted by
+ * name, then auto. */
+static int subcmd_presets(int argc, char **argv)
+{
+    if (argc > 2) {
+        cli_error("'%s': presets takes no arguments; usage: autobatch presets", argv[2]);
+        return AB_EXIT_USAGE;
+    }
+    const char *const *builtin = preset_builtin_names();
+    const char *names[64];
+    size_t n = 0, width = 4;
+    for (; builtin[n] && n < sizeof names / sizeof *names; n++) {
+        names[n] = builtin[n];
+        width = strlen(names[n]) > width ? strlen(names[n]) : width;
+    }
+    qsort(names, n, sizeof *names, subcmd_strcmp);
+    for (size_t i = 0; i < n; i++) {
+        struct preset p = PRESET_INIT;
+        char err[512];
+        if (preset_load(&p, names[i], err, sizeof err)) {
+            cli_error("%s", err);
+            return AB_EXIT_USAGE;
+        }
+        printf("%-*s  %s\n", (int)width, names[i], p.summary ? p.summary : "");
+        preset_release(&p);
+    }
+    printf("%-*s  %s\n", (int)width, "auto",
+           "one of these, picked from the command and --config (autobatch says which)");
+    return fflush(stdout) ? AB_EXIT_USAGE : AB_EXIT_OK;
+}
+
+/* autobatch help [TOPIC]. */
+static int subcmd_help(int argc, char **argv)
+{
+    if (argc == 2) {
+        cli_help(stdout);
+        return AB_EXIT_OK;
+    }
+    const char *topic = argv[2];
+    if (argc > 3) {
+        cli_error("one topic at a time, e.g. autobatch help %s", topic);
+        return AB_EXIT_USAGE;
+    }
+    if (!strcmp(topic, "--help") || !strcmp(topic, "-h"))
+        topic = "help";
+    if (!strcmp(topic, "presets"))
+        return subcmd_presets(2, argv);
+    const char *text = subcmd_help_text(topic);
+    if (text) {
+        fputs(text, stdout);
+        return AB_EXIT_OK;
+    }
+    const char *guess = hint_closest(topic, strlen(topic), cli_subcommands, (size_t)-1);
+    if (guess)
+        cli_error("no help on '%s'; did you mean 'autobatch help %s'?", topic, guess);
+    else
+        cli_error("no help on '%s'; topics: config, report, matrix, notify, predict, presets, "
+                  "help", topic);
+    return AB_EXIT_USAGE;
+}
 
 /* ------------------------------------------------------ config get/set */
 
@@ -159,7 +325,17 @@ static int subcmd_parse(int argc, char **argv, int first, struct sub_opts *o, in
             o->insecure = 1;
             continue;
         } else if (a[0] == '-' && a[1]) {
-            cli_error("unknown option '%s' for 'autobatch %s'; try 'autobatch --help'", a, argv[1]);
+            static const char *const known[] = { "--format", "--output", "--webhook",
+                                                 "--webhook-format", "--webhook-insecure" };
+            const char *eq = strchr(a, '=');
+            size_t len = eq ? (size_t)(eq - a) : strlen(a);
+            const char *guess = hint_closest(a, len, known, allow_webhook ? 5 : 2);
+            if (guess)
+                cli_error("unknown option '%.*s' for 'autobatch %s'; did you mean '%s'?", (int)len,
+                          a, argv[1], guess);
+            else
+                cli_error("unknown option '%s' for 'autobatch %s'; try 'autobatch %s --help'", a,
+                          argv[1], argv[1]);
             return -1;
         } else {
             o->files[o->nfiles++] = argv[i];
@@ -456,6 +632,15 @@ static int subcmd_predict(int argc, char **argv)
 
 int subcmd_dispatch(int argc, char **argv)
 {
+    const char *help = subcmd_help_text(argv[1]);
+    if (help && strcmp(argv[1], "help") && subcmd_wants_help(argc, argv)) {
+        fputs(help, stdout);
+        return AB_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "help"))
+        return subcmd_help(argc, argv);
+    if (!strcmp(argv[1], "presets"))
+        return subcmd_presets(argc, argv);
     if (!strcmp(argv[1], "config"))
         return subcmd_config(argc, argv);
     if (!strcmp(argv[1], "report"))

@@ -10,7 +10,7 @@ shift || true
 
 pkgs=(gcc make cmake pkg-config libyaml-dev libjansson-dev libcurl4-openssl-dev libssl-dev
       libcmocka-dev jq procps diffutils patch clang libclang-rt-dev python3-torch python3-yaml
-      python3 chromium)
+      python3 chromium man-db)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

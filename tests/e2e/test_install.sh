@@ -22,7 +22,7 @@ head -1 "$man" | grep -q '^\.TH AUTOBATCH 1' || fail "man page header: $(head -1
 for o in emulate-gpu-memory gpus-per-trial launcher checkpointing; do
   grep -qF -- "$(printf -- '--%s' "$o" | sed 's/-/\\-/g')" "$man" || fail "man page lacks --$o"
 done
-grep -q '^\.SH GPUS AND CLUSTERS' "$man" || fail "man page lacks the GPU section"
+grep -q '^\.SS "GPUs and clusters"' "$man" || fail "man page lacks the GPU section"
 if command -v groff >/dev/null; then
   groff -man -Tutf8 -ww -z "$man" 2>"$WORK/groff.err"
   [ ! -s "$WORK/groff.err" ] || fail "groff: $(head -3 "$WORK/groff.err")"

@@ -23,8 +23,10 @@
  *   4. webhook_send(&o, body, len, &r, err, errlen): 0 when a 2xx came
  *      back.  On -1, unless r.permanent, the caller warns and calls
  *      webhook_spool_save_delivery(dir, o.url, body, len, r.delivery_id,
- *      ...) with dir = cache_dir() + "/" WEBHOOK_SPOOL_SUBDIR; the run's
- *      exit status is unchanged either way.
+ *      ...) with dir = state_dir() + "/" WEBHOOK_SPOOL_SUBDIR (older
+ *      versions kept it under cache_dir(), which notify still flushes);
+ *      the run's exit status is unchanged either way, and the hint names
+ *      `autobatch notify`, which sends the payload to that URL.
  *   5. `autobatch notify RESULTS [--webhook URL]`: steps 2-4 for RESULTS,
  *      and nothing else (the spool is not flushed: its payloads belong
  *      to other runs and other URLs).  `autobatch notify [--webhook
@@ -91,7 +93,7 @@
 #define WEBHOOK_ENV_URL "AUTOBATCH_WEBHOOK_URL"
 #define WEBHOOK_ENV_SECRET "AUTOBATCH_WEBHOOK_SECRET"
 
-/** The spool's directory under the cache directory (cache_dir()). */
+/** The spool's directory under the state directory (state_dir()). */
 #define WEBHOOK_SPOOL_SUBDIR "webhook-spool"
 
 /** The headers this module sends. */

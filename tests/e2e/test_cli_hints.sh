@@ -77,6 +77,13 @@ refused "autobatch: error: command 'reprot' not found in PATH; check the spellin
 try 'autobatch --help'" --quiet reprot r.json
 refused "autobatch: error: command 'trian.py' not found in PATH; check the spelling or give its path
 try 'autobatch --help'" trian.py
+# A script's name is no misspelled subcommand, nor is a file here.
+refused "autobatch: error: command 'help.py' not found in PATH; check the spelling or give its path
+try 'autobatch --help'" help.py
+: >"$WORK/reprot"
+refused "autobatch: error: command 'reprot' not found in PATH; check the spelling or give its path
+try 'autobatch --help'" reprot
+rm -f "$WORK/reprot"
 
 # A real program of a name close to a subcommand's is tuned, as any
 # command is; one of a subcommand's very name is tuned after '--'.

@@ -545,9 +545,10 @@ static enum cli_status cli_check_command(const char *cmd, int first_word)
     if (which_found(cmd))
         return CLI_RUN;
     /* `autobatch reprot x`: the first word, not found, close to a
-     * subcommand's name.  After '--' or an option it is a command for sure. */
-    const char *guess = first_word ? hint_closest(cmd, strlen(cmd), cli_subcommands, (size_t)-1)
-                                   : NULL;
+     * subcommand's name.  After '--' or an option it is a command for sure;
+     * a word with a dot (help.py) or a file here is a script to run. */
+    const char *guess = first_word && !strchr(cmd, '.') && access(cmd, F_OK)
+                      ? hint_closest(cmd, strlen(cmd), cli_subcommands, (size_t)-1) : NULL;
     if (guess) {
         cli_error("command '%s' not found in PATH; did you mean 'autobatch %s'?", cmd, guess);
         return CLI_USAGE;

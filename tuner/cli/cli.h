@@ -8,7 +8,12 @@
  * `--opt value` and `--opt=value` work.  The command to tune follows
  * `--` (or starts at the first argument that is not an option).  cli.c
  * talks to the user: a bad option prints one line saying what is wrong and
- * how to fix it, then "try 'autobatch --help'".
+ * how to fix it, then "try 'autobatch --help'".  A misspelled option, a
+ * misspelled --preset name, or a first word that is no program but close
+ * to a subcommand's name gets one line with "did you mean" instead
+ * (hint.h), before anything starts.  One of autobatch's own options that
+ * trainers rarely take, written after the command, gets a warning and
+ * still goes to the command.
  */
 #ifndef AB_CLI_H
 #define AB_CLI_H

@@ -18,6 +18,7 @@ struct sim {
     double base, per_off, per_on, cap;
     /* step time t0 + t1 m, times slow above 90% of capacity; t1 0: no speeds */
     double t0, t1, slow;
+    double ck_time;  /* a step with checkpointing takes this many times as long; 0: 1 */
     int trials;
     long ran[64][3]; /* micro, accum, ckpt */
 };
@@ -29,6 +30,8 @@ static double sim_speed(const struct sim *s, long m, int ckpt)
     double t = s->t0 + s->t1 * (double)m;
     if (s->base + (double)m * (ckpt ? s->per_on : s->per_off) > 0.9 * s->cap)
         t *= s->slow;
+    if (ckpt && s->ck_time > 0)
+        t *= s->ck_time;
     return (double)m / t;
 }
 
@@ -176,6 +179,61 @@ static void test_checkpointing_only_where_needed(void **state)
     space_release(&sp);
 }
 
+/* Without memory figures (no NVML) the cell with checkpointing opens at
+ * twice the max-fit without it, not in the middle of its range: there
+ * one trial's speed, by the step-time line, shows it cannot beat the
+ * fastest point measured, and it is pruned after that one trial.  (From
+ * the middle it failed and bisected down first.) */
+static void test_checkpointing_pruned_after_one_trial(void **state)
+{
+    (void)state;
+    long accum[] = { 1 };
+    struct space_opts o = { .batch_min = 1, .batch_max = 512, .batch_step = 1,
+                            .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1, .ckpt_on = 1,
+                            .world_size = 1, .use_model = 1, .open_mid = 1 };
+    struct space sp;
+    char err[256];
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    /* Boundaries 40 and 133; steps nearly proportional to the batch, so
+     * speed saturates, and checkpointing costs 30% more per step. */
+    struct sim s = { .base = 0, .per_off = 1, .per_on = 0.3, .cap = 40.5, .t0 = 0.05,
+                     .t1 = 0.01, .slow = 1, .ck_time = 1.3 };
+    sim_run(&sp, &s, 0);
+    assert_int_equal(search_max_fit(&sp.cells[0].search), 40);
+    int ck = 0, first = -1;
+    for (int i = 0; i < s.trials; i++)
+        if (s.ran[i][2]) {
+            if (first < 0)
+                first = i;
+            ck++;
+        }
+    assert_int_equal(ck, 1);
+    assert_int_equal(s.ran[first][0], 80);
+    assert_true(sp.cells[1].pruned);
+    space_release(&sp);
+}
+
+/* The same where checkpointing does win (steps cost a fixed time, so
+ * larger batches are much faster): the cell is not pruned, its boundary
+ * is exact. */
+static void test_checkpointing_searched_when_it_can_win(void **state)
+{
+    (void)state;
+    long accum[] = { 1 };
+    struct space_opts o = { .batch_min = 1, .batch_max = 512, .batch_step = 1,
+                            .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1, .ckpt_on = 1,
+                            .world_size = 1, .use_model = 1, .open_mid = 1 };
+    struct space sp;
+    char err[256];
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    struct sim s = { .base = 0, .per_off = 1, .per_on = 0.3, .cap = 40.5, .t0 = 1, .t1 = 0.001,
+                     .slow = 1, .ck_time = 1.3 };
+    sim_run(&sp, &s, 0);
+    assert_false(sp.cells[1].pruned);
+    assert_int_equal(search_max_fit(&sp.cells[1].search), 135);
+    space_release(&sp);
+}
+
 static void test_seeds_confirm_in_two_trials(void **state)
 {
     (void)state;
@@ -213,6 +271,8 @@ int main(void)
         cmocka_unit_test(test_no_knee_no_search),
         cmocka_unit_test(test_checkpointing_only_where_needed),
         cmocka_unit_test(test_seeds_confirm_in_two_trials),
+        cmocka_unit_test(test_checkpointing_pruned_after_one_trial),
+        cmocka_unit_test(test_checkpointing_searched_when_it_can_win),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,15 @@
 #define SEARCH_MAX_RAMP 2
 #endif
 
+/* Trials over bisection's count that the model's proposals may cost in
+ * all, counted from the bracket the opening leaves (search.h).  One is
+ * not enough: a line that reads one size low (a polled peak, a bent
+ * curve) would then hand the rest of the search to bisection; the
+ * search bench measures 1..4 (bench/README.md). */
+#ifndef SEARCH_SLACK
+#define SEARCH_SLACK 4
+#endif
+
 int search_init(struct search *s, long min, long max, long step)
 {
     struct search zero = { 0 };
@@ -32,6 +41,8 @@ int search_init(struct search *s, long min, long max, long step)
     s->use_model = 1;
     s->gallop = 1;
     s->width[0] = s->width[1] = -1;
+    s->proposed = -1;
+    s->budget = -1;
     if (min < 1 || max < min || step < 1)
         return -1;
     s->min = min;
@@ -124,6 +135,25 @@ int search_bounded(const struct search *s)
     return search_first_fail(s) < 0 && search_max_fit(s) == s->max;
 }
 
+/* Trials run here (inferences are not trials). */
+static int search_runs(const struct search *s)
+{
+    int n = 0;
+    for (size_t i = 0; i < s->nprobes; i++)
+        n += !s->probes[i].inferred;
+    return n;
+}
+
+/* Trials bisection needs at most to close a bracket of w grid steps (its
+ * w - 1 sizes unknown): ceil(log2 w). */
+static int search_bisect_cost(long w)
+{
+    int n = 0;
+    for (long span = 1; span < w; span *= 2)
+        n++;
+    return n;
+}
+
 /* The largest fit below the first failure that carries a memory figure,
  * run here or inferred; NULL if none. */
 static const struct search_probe *search_top_point(const struct search *s, long fail)
@@ -189,7 +219,8 @@ static long search_snap(const struct search *s, double v)
 /* The model's proposal inside the open bracket (lo, hi), hi the first
  * failure or MAX+STEP; 0 when the model has none or the safeguard refuses
  * it.  width: the bracket in grid steps. */
-static int search_model_next(struct search *s, long lo, long hi, long width, long *value)
+static int search_model_next(struct search *s, long lo, long hi, long width, long *value,
+                             int spare)
 {
     double a, b;
     s->confirm = 0;
@@ -224,12 +255,53 @@ static int search_model_next(struct search *s, long lo, long hi, long width, lon
         v = hi - s->step;
     if (v <= lo)
         v = lo + s->step;
+    /* The size and its neighbour are both to be run when the line is
+     * right; the first is the one whose expected verdict cuts off more of
+     * the bracket, so that a wrong line costs at most one trial over
+     * bisection (search.h): the neighbour, expected to fail, when the
+     * prediction lies in the lower half. */
+    if (!s->confirm && v + s->step < hi && 2 * v + s->step < lo + hi &&
+        !search_known(s, v + s->step))
+        v += s->step;
     /* ... and before: the plan must leave at most a quarter of the
      * bracket, else bisection does at least as well. */
     if (4 * plan > width || v <= lo || v >= hi || v > s->max || search_known(s, v))
         return 0;
+    if (!spare) {
+        /* Out of budget: the line only picks a size among those that
+         * leave bisection's count as it is, where neither side of the
+         * bracket is wider than half the power of two that covers it. */
+        long half = 1L << (search_bisect_cost(width) - 1);
+        if (v < hi - half * s->step)
+            v = hi - half * s->step;
+        if (v > lo + half * s->step)
+            v = lo + half * s->step;
+        if (search_known(s, v))
+            return 0;
+    }
     *value = v;
     return 1;
+}
+
+/* Do the two largest fits run here read the same memory (within the
+ * allocator's 2 MiB granularity)?  Then the first sizes all land in the
+ * same segments, and doubling again would likely read the same: the
+ * ramp gives the model no line. */
+static int search_flat(const struct search *s)
+{
+    const struct search_probe *a = NULL, *b = NULL;
+    for (size_t i = 0; i < s->nprobes; i++) {
+        const struct search_probe *p = &s->probes[i];
+        if (p->inferred || !p->fit || p->need_bytes < 0)
+            continue;
+        if (!a || p->value > a->value) {
+            b = a;
+            a = p;
+        } else if (!b || p->value > b->value) {
+            b = p;
+        }
+    }
+    return a && b && a->value != b->value && a->need_bytes - b->need_bytes < 2.0 * 1024 * 1024;
 }
 
 /* The middle of the grid sizes strictly between lo and hi. */
@@ -239,7 +311,8 @@ static long search_mid(const struct search *s, long lo, long hi)
     return s->min + (ilo + (ihi - ilo) / 2) * s->step;
 }
 
-int search_next(struct search *s, long *value)
+/* search_next's choice; spare: the budget allows a guess (not bisection). */
+static int search_choose(struct search *s, long *value, int spare)
 {
     long below = s->min - s->step, above = s->max + s->step; /* virtual ends */
     if (!s->nprobes) {
@@ -264,7 +337,7 @@ int search_next(struct search *s, long *value)
     if (lo < 0) {
         if (fail == s->min)
             return 0; /* the smallest size failed: nothing fits */
-        if (s->open_mid && fail > s->min) {
+        if ((s->open_mid || !spare) && fail > s->min) {
             s->last_how = SEARCH_BISECT;
             *value = search_mid(s, below, fail);
             return 1;
@@ -281,14 +354,15 @@ int search_next(struct search *s, long *value)
         return 0; /* the boundary is found */
     long hi = fail >= 0 ? fail : above;
     long width = (hi - lo) / s->step;
-    if (search_model_next(s, lo, hi, width, value)) {
+    if (search_model_next(s, lo, hi, width, value, spare)) {
         s->last_how = SEARCH_MODEL;
         return 1;
     }
     s->confirm = 0;
     /* The ramp only while figures are expected for the model: without
      * them no search beats bisection on every boundary, so bisect. */
-    if (fail < 0 && !s->open_mid && s->use_model && s->nramp < SEARCH_MAX_RAMP) {
+    if (spare && fail < 0 && !s->open_mid && s->use_model && s->nramp < SEARCH_MAX_RAMP &&
+        !(s->nramp && search_flat(s))) {
         long v = search_snap(s, 2.0 * (double)lo);
         if (v <= lo)
             v = lo + s->step;
@@ -297,8 +371,43 @@ int search_next(struct search *s, long *value)
         s->nramp++;
         return 1;
     }
+    if (spare && !search_runs(s)) {
+        /* Only inferences so far (another cell's max-fit, e.g. the cell
+         * without checkpointing for the one with it): twice that size
+         * first, small enough that one trial's speed can show that the
+         * cell cannot win (space.c prunes it then). */
+        long v = search_snap(s, 2.0 * (double)lo);
+        if (v > lo && v < hi && !search_known(s, v)) {
+            *value = v;
+            s->last_how = SEARCH_RAMP;
+            return 1;
+        }
+    }
     *value = search_mid(s, lo, hi);
     s->last_how = SEARCH_BISECT;
+    return 1;
+}
+
+int search_next(struct search *s, long *value)
+{
+    /* The budget: when set (at the first proposal, or after a trial the
+     * search did not propose), the trials run plus what bisection needs
+     * from that bracket, plus SEARCH_SLACK.  A guess is made only while
+     * the same sum now stays below it; a guess raises the sum by one at
+     * most and bisection never does, so the search's own trials never
+     * exceed bisection's count by more than SEARCH_SLACK. */
+    long fail = search_first_fail(s), lo = search_last_fit(s, fail);
+    long lo_end = lo >= 0 ? lo : s->min - s->step, hi_end = fail >= 0 ? fail : s->max + s->step;
+    int phi = search_runs(s) + search_bisect_cost((hi_end - lo_end) / s->step);
+    if (s->budget < 0)
+        s->budget = phi + SEARCH_SLACK;
+    if (!search_choose(s, value, phi < s->budget)) {
+        s->proposed = -1;
+        return 0;
+    }
+    s->proposed = *value;
+    if (s->last_how == SEARCH_START || s->last_how == SEARCH_RAMP)
+        s->budget = -1; /* the opening: the budget is set where it ends */
     return 1;
 }
 
@@ -420,6 +529,13 @@ void search_record(struct search *s, const struct search_obs *o)
         s->gallop *= 2;
     else if (s->last_how == SEARCH_MODEL && !s->confirm)
         s->gallop = 1;
+
+    /* A trial the search did not propose (a cached size, a replay
+     * prediction, a throughput point, one of a round's cuts): the budget
+     * is set again from the bracket it leaves. */
+    if (o->value != s->proposed)
+        s->budget = -1;
+    s->proposed = -1;
 
     if (o->capacity_bytes > s->capacity)
         s->capacity = o->capacity_bytes;

@@ -107,6 +107,8 @@ struct search {
     int how_hist[2];       /**< ... how those two were chosen (enum search_how) */
     int width_failed[2];   /**< ... and whether a failure bounded the bracket then */
     enum search_how last_how; /**< how the last proposal was chosen */
+    long proposed;         /**< the size search_next last returned; -1 none */
+    int budget;            /**< the trial budget (see search_budget); -1 not set yet */
 };
 
 /** Returns 0, or -1 when min < 1, max < min or step < 1. */

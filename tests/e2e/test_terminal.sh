@@ -5,8 +5,9 @@
 # hidden behind a live status (trial, candidate with every knob, step,
 # elapsed, --budget, the bracket, the fastest so far) unless --show-output;
 # off a terminal it is passed through as before, with plain lines.  A
-# failed trial whose output was hidden gets its last lines printed; the
-# OOM evidence is cut at a word boundary; outcome lines carry the
+# failed trial is one line with its evidence (test_terminal_lines has the
+# rest of issue 28's terminal); the OOM evidence in a log is cut at a word
+# boundary; outcome lines carry the
 # checkpointing knob; the summary says how the choice beat its runner-up,
 # what --headroom excluded, and warns when the effective batch changed.
 source "$(dirname "$0")/lib.sh"
@@ -39,32 +40,34 @@ rc=0
 on_pty "$WORK/t.out" "$AUTOBATCH" --preset hf --batch 1:16 --budget 10m --json "$WORK/t.json" \
   -- "${trainer[@]}" --step-overhead 150ms || rc=$?
 assert_eq 0 "$rc" "terminal: exit status"
-grep -q "autobatch.*: trial 1  micro_batch=[0-9]* grad_accum=1 checkpointing=off  step [0-9]*/7" \
-  "$WORK/t.out" || fail "terminal: no live status line: $(head -c 600 "$WORK/t.out")"
-grep -Eq "elapsed [0-9]+s  ends within ~(10m00|9m5[0-9])s \(--budget\)  bracket: nothing tried yet" \
-  "$WORK/t.out" || fail "terminal: no elapsed time / budget / bracket"
+grep -q "autobatch.*: trial 1  [0-9]*x1 ckpt off  starting" "$WORK/t.out" \
+  || fail "terminal: no live status line: $(head -c 600 "$WORK/t.out")"
+grep -q "autobatch.*: trial [0-9]*  [0-9]*x1 ckpt off  step [0-9]*/7" "$WORK/t.out" \
+  || fail "terminal: no step in the live status"
+grep -Eq "elapsed [0-9]+s  bracket: nothing tried yet  budget: ~(10m00|9m5[0-9])s left" \
+  "$WORK/t.out" || fail "terminal: no elapsed time / bracket / budget"
 grep -q "bracket: fits [0-9]*, fails [0-9]*" "$WORK/t.out" || fail "terminal: the bracket never narrowed"
-grep -q "bracket: fits [0-9]*, fails [0-9]* (by bisection ~[0-9]* trial" "$WORK/t.out" \
+grep -q "bracket: fits [0-9]*, fails [0-9]*: ~[0-9]* trial" "$WORK/t.out" \
   || fail "terminal: no estimate of the trials left to the boundary"
-grep -q "fastest so far: micro_batch=[0-9]* grad_accum=1 checkpointing=off, [0-9.]* samples/s" \
+grep -q "fastest so far: [0-9]*x1 ckpt off  [0-9.]* samples/s" \
   "$WORK/t.out" || fail "terminal: no fastest-so-far line"
 grep -q "it/s" "$WORK/t.out" || fail "terminal: no rate"
 if grep -q "'loss'" "$WORK/t.out"; then fail "terminal: the command's output was shown"; fi
-grep -q "trial 1: micro_batch=[0-9]* grad_accum=1 checkpointing=off -> " "$WORK/t.out" \
-  || fail "terminal: outcome line without checkpointing"
-# an OOM's output was hidden: its last lines are shown, the OOM line whole
-grep -q "last lines of its output:" "$WORK/t.out" || fail "terminal: a failed trial's lines are not shown"
-grep -q "    | torch.OutOfMemoryError: CUDA out of memory.*environment-variables)" "$WORK/t.out" \
-  || fail "terminal: the OOM line is not shown whole"
-pass "terminal: live status, output hidden, a failure's last lines"
+grep -Eq "#1 +[0-9]+x1 ckpt off  .*(fit|oom)" "$WORK/t.out" \
+  || fail "terminal: no outcome line with the checkpointing knob"
+# an OOM's output was hidden: one line for it, its evidence on that line,
+# not the trainer's last lines (those only with -v: test_terminal_lines)
+if grep -q "last lines of its output:" "$WORK/t.out"; then fail "terminal: an OOM's traceback was shown"; fi
+grep -Eq "ckpt off  .*oom.* s  tried [0-9.]+ GiB, [0-9.]+ GiB free" "$WORK/t.out" \
+  || fail "terminal: the OOM's evidence is not on its line"
+pass "terminal: live status, output hidden, an OOM in one line"
 
 # --- --show-output: the command's output too
 rc=0
 on_pty "$WORK/s.out" "$AUTOBATCH" --preset hf --batch 4:4 --show-output -- "${trainer[@]}" || rc=$?
 assert_eq 0 "$rc" "--show-output: exit status"
 grep -q "'loss'" "$WORK/s.out" || fail "--show-output: the command's output is missing"
-grep -q "trial 1: micro_batch=4 grad_accum=1 checkpointing=off -> .*fit" "$WORK/s.out" \
-  || fail "--show-output: no outcome line"
+grep -Eq "#1 +4x1 ckpt off  .*fit" "$WORK/s.out" || fail "--show-output: no outcome line"
 pass "--show-output on a terminal"
 
 # --- off a terminal: passed through as before, plain lines, the OOM
@@ -92,14 +95,16 @@ if [ "$best" != 8 ]; then
 fi
 pass "log: output passed through, plain lines, evidence cut at a word, summary"
 
-# --- --quiet in a log: a failure's last lines; --headroom's exclusions
+# --- --quiet in a log: no louder than the default: an OOM's evidence in
+# one line, not its last lines; --headroom's exclusions
 "$AUTOBATCH" --preset hf --batch 1:32 --quiet --headroom 30 --json "$WORK/q.json" \
   -- "${trainer[@]}" --capacity 8G >"$WORK/q.out" 2>"$WORK/q.err"
 if grep -q "'loss'" "$WORK/q.err"; then fail "--quiet: the command's output was shown"; fi
-grep -q "^    | torch.OutOfMemoryError" "$WORK/q.err" || fail "--quiet: a failure's last lines are missing"
+if grep -q "^    | " "$WORK/q.err"; then fail "--quiet: a failure's last lines were printed"; fi
+grep -q "^autobatch:   evidence: torch.OutOfMemoryError" "$WORK/q.err" || fail "--quiet: an OOM's evidence is missing"
 grep -Eq "^autobatch: --headroom 30% excluded [0-9]+ fitting configurations?, which use more than 5\.6 of the device's 8\.0 GiB; the fastest: micro_batch=[0-9]+" \
   "$WORK/q.out" || fail "--headroom: exclusions not said: $(cat "$WORK/q.out")"
-pass "--quiet: a failure's last lines; --headroom's exclusions said"
+pass "--quiet: an OOM's evidence in one line; --headroom's exclusions said"
 
 # --- the knob's own value unknown (env preset): no effective-batch warning
 "$AUTOBATCH" --preset env --batch 1:16 --quiet -- "$SIMTRAIN" --knobs-from-env --capacity 4G \

@@ -25,6 +25,7 @@
 #include "cli/cli.h"
 #include "control/exit.h"
 #include "cli/outputs.h"
+#include "cli/say.h"
 #include "output/baseline.h"
 #include "output/events.h"
 #include "output/report.h"
@@ -276,9 +277,103 @@ static void outputs_step_summary(const json_t *doc)
     free(text);
 }
 
+/* ---- where the outputs went, and what to run next */
+
+/* path names stdout ("-", "/dev/stdout"). */
+static int outputs_is_stdout(const char *path)
+{
+    return path && (!strcmp(path, "-") || !strcmp(path, "/dev/stdout"));
+}
+
+/* path as one word a shell reads back as path: as it is when it holds
+ * only characters no shell treats specially, else in single quotes. */
+static const char *outputs_word(const char *path, char *buf, size_t len)
+{
+    if (*path && strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                              "_./+,:@%=-") == strlen(path)) {
+        snprintf(buf, len, "%s", path);
+        return buf;
+    }
+    size_t k = 0;
+    if (len < 3) {
+        if (len)
+            buf[0] = '\0';
+        return buf;
+    }
+    buf[k++] = '\'';
+    for (const char *c = path; *c && k + 6 < len; c++) {
+        if (*c == '\'') {
+            memcpy(buf + k, "'\\''", 4);
+            k += 4;
+        } else {
+            buf[k++] = *c;
+        }
+    }
+    buf[k++] = '\'';
+    buf[k] = '\0';
+    return buf;
+}
+
+/*
+ * The last lines of a run: where each output went (the results, each
+ * report, the events), which config file still waits for --write, and
+ * the next command.  On say's stream: stdout, unless an output went
+ * there, then stderr (a report or results piped on stdout stay whole).
+ * written[k]: whether the results (k 0) and each report (1-3) were
+ * written.  Each line is one "autobatch: " line, wrapped on a terminal.
+ */
+static void outputs_say_where(const struct plan *plan, const json_t *doc, const int written[4])
+{
+    const char *paths[] = { plan->json_path, plan->markdown_path, plan->junit_path,
+                            plan->html_path, plan->events_path };
+    const char *what[] = { "results", "Markdown report", "JUnit report", "HTML report",
+                           "events" };
+    FILE *say = stdout;
+    for (size_t k = 0; k < 5; k++)
+        if (outputs_is_stdout(paths[k]))
+            say = stderr;
+    fflush(stdout);
+    size_t width = say_width(fileno(say));
+    char line[PATH_MAX * 2 + 256], word[PATH_MAX * 4 + 8];
+    for (size_t k = 0; k < 5; k++) {
+        if (!paths[k] || (k < 4 && !written[k]))
+            continue;
+        snprintf(line, sizeof line, "%s: %s", what[k],
+                 outputs_is_stdout(paths[k]) ? "on stdout" : paths[k]);
+        say_wrap(say, "autobatch: ", "  ", width, line);
+    }
+    if (!plan->json_path)
+        say_wrap(say, "autobatch: ", "  ", width,
+                 "results: not kept (--json FILE keeps them for 'autobatch report')");
+    if (json_is_null(json_object_get(doc, "best")) || !json_object_get(doc, "best"))
+        return;
+    /* What to run next: write the choice where it waits for --write, and
+     * render the results again from their file. */
+    char next[PATH_MAX * 4 + 256] = "";
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(json_object_get(doc, "run_with"), "files"), i, f) {
+        const char *path = json_string_value(json_object_get(f, "path"));
+        if (path && json_is_string(json_object_get(f, "diff")) &&
+            !json_is_true(json_object_get(f, "written")) && !next[0])
+            snprintf(next, sizeof next, "rerun with --write to write the choice into '%s'", path);
+    }
+    if (plan->json_path && written[0] && !outputs_is_stdout(plan->json_path)) {
+        size_t used = strlen(next);
+        snprintf(next + used, sizeof next - used, "%sautobatch report %s", used ? "; " : "",
+                 outputs_word(plan->json_path, word, sizeof word));
+    }
+    if (next[0]) {
+        snprintf(line, sizeof line, "next: %s", next);
+        say_wrap(say, "autobatch: ", "  ", width, line);
+    }
+    fflush(say);
+}
+
 int outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, int status,
                          const volatile sig_atomic_t *cancel)
 {
+    int written[4] = { 0 };
     char err[512];
     if (baseline) {
         int reg = baseline_compare(doc, baseline, plan->baseline_path, plan->regression_threshold,
@@ -303,6 +398,8 @@ int outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, 
     if (plan->json_path && results_write_json(doc, plan->json_path, err, sizeof err)) {
         cli_error("could not write the results: %s", err);
         unwritten = 1;
+    } else {
+        written[0] = plan->json_path != NULL;
     }
     const char *paths[] = { plan->markdown_path, plan->junit_path, plan->html_path };
     enum report_format fmts[] = { REPORT_MARKDOWN, REPORT_JUNIT, REPORT_HTML };
@@ -317,11 +414,14 @@ int outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, 
                 status = AB_EXIT_USAGE;
         } else if (outputs_emit(paths[k], text, len)) {
             unwritten = 1;
+        } else {
+            written[k + 1] = 1;
         }
         free(text);
     }
     if (unwritten && status == AB_EXIT_OK)
         status = AB_EXIT_UNWRITTEN;
+    outputs_say_where(plan, doc, written);
     outputs_step_summary(doc);
     if (plan->webhook_url) {
         if (webhook_global_init(err, sizeof err))

@@ -4,18 +4,38 @@
  *
  * The style follows stderr.  On a terminal (and TERM is not "dumb") a
  * live status of up to three lines is redrawn in place while a trial
- * runs: the trial and its candidate with every knob, the step and it/s;
- * the run's elapsed time, the time --budget leaves, and the bracket of
- * the candidate's cell (largest fit, smallest failure); the fastest fit
- * so far.  It is replaced by the trial's outcome line when the trial
- * ends.  There the command's own output is hidden unless --show-output
- * (the live status then steps aside for it).  Elsewhere (CI logs, files)
- * plain lines, one when a trial starts and one when it ends, and the
- * command's output is passed through as it arrives.  --quiet hides the
- * command's output everywhere.  When a trial fails and its output was
- * hidden, its last lines are printed under the outcome line.  Colour on a
- * terminal unless NO_COLOR is set.  stdout is kept for the final answer
- * and `--json -`.
+ * runs: the trial and its candidate (micro_batch x grad_accum and the
+ * checkpointing knob), "starting" until its first step and then the step
+ * and it/s, its time and, once a trial has fitted, about how long a trial
+ * takes; the run's elapsed time, the bracket of the candidate's cell
+ * (largest fit, smallest failure, the trials bisection would still take)
+ * and the time --budget leaves; the fastest fit so far.  Each line holds
+ * whole fields only, within the terminal's width.  When the trial ends
+ * the status gives way to one line for it, hyperfine-like:
+ *
+ *     #4     53x1  ckpt off  fit      0.2 s  3017.5 samples/s
+ *     #5     54x1  ckpt off  oom      0.1 s  CUDA out of memory. Tried ...
+ *
+ * a failure's evidence (the OOM line, a crash's last line) cut to the
+ * width.  There the command's own output is hidden unless --show-output
+ * (the live status then steps aside for it), and so are notes wrapped to
+ * the width.  Elsewhere (CI logs, files) plain lines that scripts read,
+ * "autobatch: trial N: micro_batch=.. grad_accum=.. checkpointing=.."
+ * when a trial starts and the same with " -> OUTCOME (...)" when it ends,
+ * an OOM's evidence on one line under it, and the command's output passed
+ * through as it arrives.  --quiet hides the command's output everywhere
+ * and adds nothing in its place, so it is never louder than the default:
+ * a failure is its outcome line and one line of evidence (or, for a
+ * failure with no evidence whose output was hidden, its last line of
+ * output).  The command's last lines (its traceback) are printed under a
+ * failure whose output was hidden only with -v; a crash, a failure
+ * autobatch could not classify, has its last lines printed by the tuning
+ * loop in every mode.  Those lines are the trainer's, made safe and
+ * whole: a long one wraps on the terminal as it would when run by hand;
+ * every line of autobatch's own fits the width (notes wrap at a space).  A trial
+ * that --budget cut short is "budget", not "timeout" (--trial-timeout's).
+ * Colour on a terminal unless NO_COLOR is set.  stdout is kept for the
+ * final answer and `--json -`.
  *
  * Life cycle: progress_init() once (no resources are held: nothing to
  * release); per trial progress_bracket() (optional), progress_trial_start(),
@@ -55,6 +75,9 @@ struct progress {
     int best_ckpt;
     double trials_s;   /**< wall time of the trials that ended, for an estimate */
     long trials_done;  /**< ... and how many */
+    double fits_s;     /**< wall time of the trials that fitted: a whole trial's */
+    long fits_done;    /**< ... and how many */
+    double trial_t0;   /**< when the current trial started */
     double last_event; /**< when the last --events step line went out */
     long event_trial;  /**< ... and for which trial */
 };

@@ -44,4 +44,26 @@ void say_line(FILE *f, const char *prefix, const char *fmt, ...)
 /** Write s made safe to f, with nothing added (for a word of a line). */
 void say_fputs(FILE *f, const char *s);
 
+/**
+ * The columns a line written to fd may use: the terminal's width less
+ * one (a line that ends in the last column leaves some terminals' cursor
+ * on the next line), from the terminal itself, else $COLUMNS, else 80;
+ * 0 when fd is not a terminal (no limit: a log keeps its lines whole).
+ */
+size_t say_width(int fd);
+
+/** The columns s's first n bytes take: one per UTF-8 character (text
+ *  made safe holds no controls and no malformed sequences). */
+size_t say_columns(const char *s, size_t n);
+
+/**
+ * Write prefix, then text made safe, to f as say_line() does, but broken
+ * at spaces into lines of at most width columns; lines after the first
+ * start with indent instead of prefix, and a word longer than a line is
+ * cut between two characters.  prefix and indent are autobatch's own,
+ * written as they are (no control characters: they count one column per
+ * byte).  width 0: one line, as say_line().
+ */
+void say_wrap(FILE *f, const char *prefix, const char *indent, size_t width, const char *text);
+
 #endif

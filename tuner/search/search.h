@@ -17,21 +17,51 @@
  *      the line through the largest fit and either the memory a step
  *      holds between steps (the in-process probe's figure: one trial is
  *      enough) or a smaller fit predicts the boundary.  The proposal is
- *      the predicted largest fit when it lies inside the bracket; when the
- *      prediction sits at lo, the size GALLOP steps above it (1, doubled
- *      each time such a confirmation fits), so a right model is confirmed
- *      by one trial and a model that reads low is escaped exponentially,
- *      not one size at a time.  A line that says the smallest failure
- *      fits is refuted (a failure adds no point to correct it).
- *      Safeguarded as in Brent's method: a proposal is accepted only when
- *      its two-trial plan (the size and its confirmation) would leave at
- *      most a quarter of the bracket, as two bisections would, and when
- *      the last two model trials did shrink the bracket at least that
- *      much; otherwise one bisection step.
+ *      the predicted largest fit P when it lies inside the bracket, or
+ *      P + STEP (expected to fail) when P lies in the lower half: the
+ *      size whose expected verdict cuts off more goes first, and the other
+ *      confirms it.  When the prediction sits at lo, the size GALLOP steps
+ *      above it (1, doubled each time such a confirmation fits), so a
+ *      right model is confirmed by one trial and a model that reads low is
+ *      escaped exponentially, not one size at a time.  A line that says
+ *      the smallest failure fits is refuted (a failure adds no point to
+ *      correct it).  Safeguarded as in Brent's method: a proposal is
+ *      accepted only when its two-trial plan (the size and its
+ *      confirmation) would leave at most a quarter of the bracket, as two
+ *      bisections would, and when the last two model trials did shrink
+ *      the bracket at least that much; otherwise one bisection step.
+ *      And by a budget (below): once spent, the line only picks among the
+ *      sizes that keep bisection's count.
  *   2. Ramp.  With nothing failed yet, no model yet, and fits that carry
  *      figures: double from lo, so the model gets its second point
- *      cheaply and a huge range does not open with a doomed trial.
- *   3. Bisection between lo and hi.
+ *      cheaply and a huge range does not open with a doomed trial.  Not
+ *      when the last ramp step read the same memory as the fit before
+ *      (within the allocator's 2 MiB): the first sizes then all land in
+ *      the same segments (a staircase), and doubling again would too.
+ *   3. Bisection between lo and hi.  A cell that has run nothing but
+ *      knows a fit from another cell (the cell with checkpointing, after
+ *      the one without) first tries twice that fit, also without figures:
+ *      small enough that its one speed may show, by space.c's step-time
+ *      line, that the cell cannot win.
+ *
+ * The budget.  Bisection of a bracket of W grid steps needs at most
+ * ceil(log2 W) trials; trials run + ceil(log2 W) never grows under
+ * bisection and grows by at most one with any other trial.  When the
+ * opening (MIN and the ramp) ends, and again after any trial the search
+ * did not propose (a cached size, a replay prediction, a throughput
+ * point, a round's extra cuts), the budget is set to that sum plus
+ * SEARCH_SLACK (4, search.c).  A model proposal past it is moved into
+ * the sizes that leave neither side of the bracket wider than half the
+ * power of two covering it.  So on a monotone curve the search's own
+ * trials after the opening never exceed bisection's count from there by
+ * more than SEARCH_SLACK, whatever the figures say.  The opening costs
+ * nothing over bisection of 1..2^k when the model's line comes from the
+ * first trial (the probe's held figure), one trial per ramp step
+ * otherwise.  (A bound of one trial would forbid the model's near guesses
+ * altogether: a right prediction near lo in a wide bracket, tried and
+ * found to fit, leaves almost all of it; the search bench measures what
+ * each bound costs, bench/README.md.)
+ *
  * The search opens at MIN, a cheap fit whose figure the model can use,
  * unless the caller says no figures will come (open_mid): then it opens
  * in the middle of the range.  Without figures it is bisection from there
@@ -108,7 +138,7 @@ struct search {
     int width_failed[2];   /**< ... and whether a failure bounded the bracket then */
     enum search_how last_how; /**< how the last proposal was chosen */
     long proposed;         /**< the size search_next last returned; -1 none */
-    int budget;            /**< the trial budget (see search_budget); -1 not set yet */
+    int budget;            /**< the trial budget (the budget, above); -1 not set yet */
 };
 
 /** Returns 0, or -1 when min < 1, max < min or step < 1. */

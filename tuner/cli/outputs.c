@@ -342,11 +342,11 @@ static void outputs_say_where(const struct plan *plan, const json_t *doc, const 
                  outputs_is_stdout(paths[k]) ? "on stdout" : paths[k]);
         say_wrap(say, "autobatch: ", "  ", width, line);
     }
+    if (json_is_null(json_object_get(doc, "best")) || !json_object_get(doc, "best"))
+        return;
     if (!plan->json_path)
         say_wrap(say, "autobatch: ", "  ", width,
                  "results: not kept (--json FILE keeps them for 'autobatch report')");
-    if (json_is_null(json_object_get(doc, "best")) || !json_object_get(doc, "best"))
-        return;
     /* What to run next: write the choice where it waits for --write, and
      * render the results again from their file. */
     char next[PATH_MAX * 4 + 256] = "";

@@ -133,6 +133,23 @@ grep -q "^  last lines of its output:" "$WORK/v.screen" || fail "-v: an OOM's la
 grep -q "^    | torch.OutOfMemoryError: CUDA out of memory" "$WORK/v.screen" || fail "-v: no OOM line in the tail"
 pass "--show-output and -v show the traceback"
 
+# --- a crash on a terminal: its last lines in full, folded within the width
+rc=0
+on_pty "$WORK/c.raw" "$AUTOBATCH" --no-cache --preset hf --batch 4:4 -- "${trainer[@]}" \
+  --crash-at-step 3 || rc=$?
+assert_eq 4 "$rc" "crash: exit status"
+screen_lines "$WORK/c.raw" >"$WORK/c.screen"
+w=$(wider "$WORK/c.screen")
+[ -z "$w" ] || fail "crash: lines wider than 80 columns:
+$w"
+grep -Eq "^#1 +4x1 ckpt off  crash +[0-9.]+ s  Expected all tensors" "$WORK/c.screen" \
+  || fail "crash: no line with its evidence: $(grep '^#' "$WORK/c.screen")"
+# the folded lines put back together: the error whole
+sed -e ':a' -e '$!N' -e 's/\n  + //' -e 'ta' -e 'P' -e 'D' "$WORK/c.screen" \
+  | grep -qx "  | RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!" \
+  || fail "crash: the error is not shown whole: $(grep -A3 RuntimeError "$WORK/c.screen")"
+pass "a crash on a terminal: its last lines whole, folded at 80 columns"
+
 # --- off a terminal: the lines scripts read; the default passes the
 # trainer's output through, --quiet does not and adds nothing for it
 "$AUTOBATCH" --no-cache --preset hf --batch 1:16 --json "$WORK/p.json" -- "${trainer[@]}" \

@@ -576,11 +576,11 @@ void progress_trial_end(struct progress *p, const struct trial_result *r, double
     }
     fflush(stderr);
     if (tail) {
-        /* The trainer's own lines, whole (made safe), as running it by
-         * hand would show them: the terminal wraps a long one. */
+        /* The trainer's own lines, whole (made safe); on a terminal a long
+         * one folds at its width under the gutter. */
         fputs("  last lines of its output:\n", stderr);
         for (int i = from; i < r->tail_count; i++)
-            say_line(stderr, "    | ", "%s", r->tail[i]);
+            say_fold(stderr, "    | ", "    + ", progress_cols(p), r->tail[i]);
         fflush(stderr);
     }
     if (r->outcome == TRIAL_FIT && samples_per_s > p->best_sps) {
@@ -606,7 +606,7 @@ static void progress_view_line(void *ctx, enum tune_line kind, const char *text)
         cli_error("%s", text);
         break;
     case TUNE_TAIL:
-        say_line(stderr, "  | ", "%s", text);
+        say_fold(stderr, "  | ", "  + ", progress_cols(p), text);
         break;
     }
 }

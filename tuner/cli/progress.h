@@ -31,8 +31,9 @@
  * failure whose output was hidden only with -v; a crash, a failure
  * autobatch could not classify, has its last lines printed by the tuning
  * loop in every mode.  Those lines are the trainer's, made safe and
- * whole: a long one wraps on the terminal as it would when run by hand;
- * every line of autobatch's own fits the width (notes wrap at a space).  A trial
+ * whole: on a terminal a long one is folded at its width, the rest under
+ * a "+ " gutter; notes of autobatch's own wrap at a space.  Nothing written on a
+ * terminal is wider than it.  A trial
  * that --budget cut short is "budget", not "timeout" (--trial-timeout's).
  * Colour on a terminal unless NO_COLOR is set.  stdout is kept for the
  * final answer and `--json -`.

@@ -85,7 +85,9 @@ static size_t say_fit(const char *s, size_t len, size_t cols)
     return i;
 }
 
-void say_wrap(FILE *f, const char *prefix, const char *indent, size_t width, const char *text)
+/* say_wrap and say_fold: at spaces (words) or at the width (fold). */
+static void say_lines(FILE *f, const char *prefix, const char *indent, size_t width,
+                      const char *text, int words)
 {
     size_t cap = strlen(text) * 4 + 1;
     char *safe = malloc(cap);
@@ -108,16 +110,16 @@ void say_wrap(FILE *f, const char *prefix, const char *indent, size_t width, con
             /* The last space that leaves the line within room; else cut
              * the word between two characters. */
             size_t fit = say_fit(s, len, room), cut = fit;
-            while (cut > 0 && s[cut] != ' ')
+            while (words && cut > 0 && s[cut] != ' ')
                 cut--;
-            take = cut > 0 ? cut : (fit > 0 ? fit : 1);
+            take = words && cut > 0 ? cut : (fit > 0 ? fit : 1);
         }
         size_t end = take;
-        while (end > 0 && s[end - 1] == ' ')
+        while (words && end > 0 && s[end - 1] == ' ')
             end--;
         fprintf(f, "%s%.*s\n", lead, (int)end, s);
         s += take;
-        while (*s == ' ')
+        while (words && *s == ' ')
             s++;
         if (*s == '\n')
             s++;
@@ -128,4 +130,14 @@ void say_wrap(FILE *f, const char *prefix, const char *indent, size_t width, con
         lead = indent;
     }
     free(safe);
+}
+
+void say_wrap(FILE *f, const char *prefix, const char *indent, size_t width, const char *text)
+{
+    say_lines(f, prefix, indent, width, text, 1);
+}
+
+void say_fold(FILE *f, const char *prefix, const char *indent, size_t width, const char *text)
+{
+    say_lines(f, prefix, indent, width, text, 0);
 }

@@ -66,4 +66,11 @@ size_t say_columns(const char *s, size_t n);
  */
 void say_wrap(FILE *f, const char *prefix, const char *indent, size_t width, const char *text);
 
+/**
+ * say_wrap() for text that is not prose (a traceback's line, code): cut
+ * at the width between two characters, every space kept, as a terminal
+ * would wrap it but under autobatch's own gutter (indent).
+ */
+void say_fold(FILE *f, const char *prefix, const char *indent, size_t width, const char *text);
+
 #endif

@@ -284,7 +284,13 @@ struct trial_state {
      * and the last interval would count two steps in one step's time. */
     double pending_t[2];  /* the partial line held in lb[i] began to arrive */
     double line_t;        /* the line being delivered began to arrive */
-    double read_t;        /* the read being fed arrived */
+    double next_t;        /* the line after it began to arrive */
+    double read_t;        /* the read being fed was made */
+    /* When the data of a read came (trial_arrival): the run-queue wait of
+     * this thread, as the kernel counts it, since the last poll began. */
+    int sched_fd;         /* /proc/thread-self/schedstat, or -1 */
+    double poll_t;        /* the last poll began */
+    double woke_late;     /* and its wake-up then waited this long for a CPU */
     int decided;          /* r->outcome is final */
     int oom_line;         /* an OOM line decided it: a short grace */
     int stopping, killed, signalled;
@@ -461,8 +467,9 @@ static void trial_on_line(void *ctx, const char *line, size_t len, int flags)
 {
     struct trial_state *st = ctx;
     struct trial_result *r = st->r;
-    double t = st->line_t; /* when it began to arrive; the next began in this read */
-    st->line_t = st->read_t;
+    double t = st->line_t; /* when it began to arrive */
+    st->line_t = st->next_t; /* the next began in this read: the first when the read's data came */
+    st->next_t = st->read_t;
     /* A bar redraw that the next line of the same read redraws again says
      * nothing the next one does not: only the OOM signatures see it (the
      * step parser was a third of the line path on a fast bar). */
@@ -703,6 +710,49 @@ static void trial_poll_tails(struct trial_state *st, double now)
     trial_poll_tail(st, &st->probe, trial_on_probe, now);
 }
 
+/* ------------------------------------------------------ arrival times */
+
+/*
+ * A line is timed when it began to arrive, but the runner learns of it
+ * only when it runs.  On a busy machine the data wakes it and it then
+ * waits for a CPU, a scheduler slice or so (3-4 ms seen on two loaded
+ * cores, against 0.05 ms at rest): a step line stamped that late makes
+ * one interval long and the next short, a spread that is the runner's,
+ * not the trainer's.  The kernel counts that wait (run_delay in
+ * /proc/thread-self/schedstat, Linux 3.17 on), so the data came when it
+ * was read less the wait since the poll that it woke.  Where the file
+ * cannot be read the wait counts as none: lines are timed when read.
+ */
+static int trial_sched_open(void)
+{
+    return open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+}
+
+/* Seconds this thread has waited, runnable, for a CPU; -1 unknown. */
+static double trial_sched_waited(int fd)
+{
+    char buf[96];
+    unsigned long long ran, waited;
+    if (fd < 0)
+        return -1;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    if (sscanf(buf, "%llu %llu", &ran, &waited) != 2)
+        return -1;
+    return (double)waited / 1e9;
+}
+
+/* When the data of a read made at read_t came: not before the poll that
+ * waited for it began (what was there already made it return at once,
+ * with no wait to take off). */
+static double trial_arrival(const struct trial_state *st, double read_t)
+{
+    double t = read_t - st->woke_late;
+    return t > st->poll_t ? t : st->poll_t < read_t ? st->poll_t : read_t;
+}
+
 static void trial_read(struct trial_state *st, int i)
 {
     char buf[65536];
@@ -720,15 +770,20 @@ static void trial_read(struct trial_state *st, int i)
         return;
     }
     st->last_activity = st->read_t = mono_now();
+    double came = trial_arrival(st, st->read_t);
     if (st->o->hooks.output)
         st->o->hooks.output(st->o->hooks.ctx, i + 1, buf, (size_t)n);
     /* The first line this read ends began with the bytes held before it;
-     * the others, and a new partial line, began in this read. */
+     * the first to begin in this read began when its data came; later
+     * ones came with it or after, by the time it was read (lines of one
+     * read that all counted from its first bytes would put a step as
+     * early as the one before it).  A new partial line keeps the time it
+     * began for the read that ends it. */
     int held = st->lb[i].len > 0;
-    st->line_t = held ? st->pending_t[i] : st->read_t;
+    st->line_t = held ? st->pending_t[i] : came;
+    st->next_t = held ? came : st->read_t;
     lbuf_feed(&st->lb[i], buf, (size_t)n, trial_on_line, st);
-    if (!held || memchr(buf, '\n', (size_t)n) || memchr(buf, '\r', (size_t)n))
-        st->pending_t[i] = st->read_t;
+    st->pending_t[i] = st->line_t;
 }
 
 /* The command exited and its output is drained: what did it amount to? */
@@ -954,7 +1009,8 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
         .probe = { o->probe_path, -1, 0, LBUF_INIT(TRIAL_LBUF_CAP) },
         .fd = { out[0], err[0] },
         .pid = pid, .ns = ns, .status_fd = stp[0],
-        .t0 = t0, .last_activity = t0, .pending_t = { t0, t0 }, .line_t = t0, .read_t = t0,
+        .t0 = t0, .last_activity = t0, .pending_t = { t0, t0 }, .line_t = t0, .next_t = t0,
+        .read_t = t0, .sched_fd = trial_sched_open(), .poll_t = t0,
         .target = o->target_steps,
     };
     fcntl(out[0], F_SETFL, O_NONBLOCK);
@@ -1048,9 +1104,17 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
                 which[nfd++] = i;
             }
         }
+        double waited = trial_sched_waited(st.sched_fd);
+        st.poll_t = mono_now();
         int pr = poll(pfd, nfd, TRIAL_TICK_MS);
         if (pr < 0 && errno != EINTR)
             usleep(TRIAL_TICK_MS * 1000);
+        st.woke_late = 0;
+        if (pr > 0 && waited >= 0) {
+            double now_waited = trial_sched_waited(st.sched_fd);
+            if (now_waited > waited)
+                st.woke_late = now_waited - waited;
+        }
         for (nfds_t k = 0; pr > 0 && k < nfd; k++)
             if (pfd[k].revents & (POLLIN | POLLHUP | POLLERR))
                 trial_read(&st, which[k]);
@@ -1093,6 +1157,8 @@ int trial_run(const struct trial_spec *spec, const struct trial_opts *o,
     }
     if (st.status_fd >= 0)
         close(st.status_fd);
+    if (st.sched_fd >= 0)
+        close(st.sched_fd);
     close(life[1]); /* the trial's init, if still there, is gone: nothing holds it */
     struct tail *tails[] = { &st.report, &st.probe };
     for (size_t i = 0; i < 2; i++) {

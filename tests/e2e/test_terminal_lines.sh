@@ -53,7 +53,7 @@ wider() {
 import sys
 for line in open(sys.argv[1], encoding="utf-8"):
     line = line.rstrip("\n")
-    if len(line) > 80 and not line.startswith(("autobatch: run with:", "autobatch: trials also had:")):
+    if len(line) > 80:
         print(len(line), line)' "$1"
 }
 

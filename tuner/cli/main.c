@@ -24,6 +24,7 @@
 #include "cli/outq.h"
 #include "cli/per_model.h"
 #include "cli/progress.h"
+#include "cli/say.h"
 #include "cli/subcmd.h"
 #include "cli/summary.h"
 #include "control/session.h"
@@ -68,7 +69,7 @@ static void ab_writeback_line(void *ctx, enum writeback_kind kind, const char *t
     else if (kind == WRITEBACK_DIFF)
         fputs(text, say);
     else
-        fprintf(say, "autobatch: %s\n", text);
+        say_wrap(say, "autobatch: ", "  ", say_width(fileno(say)), text);
 }
 
 /* Give a slow reader of our output two seconds at exit, then drop the rest. */

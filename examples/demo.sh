@@ -6,6 +6,6 @@
 # points.  Prints each trial and the choice; writes demo-results.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash .ci/setup.sh build -DCMAKE_BUILD_TYPE=Release
+bash .ci/setup.sh --demo build -DCMAKE_BUILD_TYPE=Release
 exec build/autobatch --preset hf --batch 1:512 --json build/demo-results.json -- \
   build/simtrain --capacity 24G --long-step 4 --output_dir /tmp/simtrain-out

@@ -104,7 +104,8 @@ tr '\n' ' ' <"$WORK/t.screen" | sed 's/  */ /g' \
   | grep -q "autobatch: largest fit: micro_batch=$fit grad_accum=1 checkpointing=off; micro_batch=$nofit did not fit" \
   || fail "terminal: the largest fit ($fit, $nofit failed) is not named: $(grep -A1 'largest' "$WORK/t.screen")"
 grep -qF "autobatch: results: $WORK/t.json" "$WORK/t.screen" || fail "terminal: the results' path is not said"
-grep -qF "autobatch: next: autobatch report $WORK/t.json" "$WORK/t.screen" \
+# (autobatch named as it was run, so the command can be pasted as it is)
+tr '\n' ' ' <"$WORK/t.screen" | sed 's/  */ /g' | grep -qF "autobatch: next: $AUTOBATCH report $WORK/t.json" \
   || fail "terminal: no next command: $(tail -5 "$WORK/t.screen")"
 pass "terminal at 80 columns: one line per trial, OOM evidence on it, no traceback, final block"
 

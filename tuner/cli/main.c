@@ -84,6 +84,7 @@ int main(int argc, char **argv)
     outq_install();
     atexit(ab_flush_output);
     signal(SIGPIPE, SIG_IGN);
+    outputs_set_program(argv[0]);
     if (argc > 1) {
         int rc = subcmd_dispatch(argc, argv);
         if (rc >= 0)

@@ -287,6 +287,14 @@ static int outputs_is_stdout(const char *path)
 
 /* path as one word a shell reads back as path: as it is when it holds
  * only characters no shell treats specially, else in single quotes. */
+static const char *outputs_program = "autobatch";
+
+void outputs_set_program(const char *argv0)
+{
+    if (argv0 && strchr(argv0, '/') && !strpbrk(argv0, " \t\n'\"\\$`"))
+        outputs_program = argv0;
+}
+
 static const char *outputs_word(const char *path, char *buf, size_t len)
 {
     if (*path && strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -360,8 +368,8 @@ static void outputs_say_where(const struct plan *plan, const json_t *doc, const 
     }
     if (plan->json_path && written[0] && !outputs_is_stdout(plan->json_path)) {
         size_t used = strlen(next);
-        snprintf(next + used, sizeof next - used, "%sautobatch report %s", used ? "; " : "",
-                 outputs_word(plan->json_path, word, sizeof word));
+        snprintf(next + used, sizeof next - used, "%s%s report %s", used ? "; " : "",
+                 outputs_program, outputs_word(plan->json_path, word, sizeof word));
     }
     if (next[0]) {
         snprintf(line, sizeof line, "next: %s", next);

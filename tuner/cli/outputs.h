@@ -46,6 +46,10 @@ int outputs_check_config(const struct plan *plan, const char *config);
  * the status; cancel, set by a signal handler, cuts the delivery short).
  * Returns the final exit status.
  */
+/** How the final block's "next:" names autobatch: argv[0] as the user
+ *  typed it when it has a slash (build/autobatch), else "autobatch". */
+void outputs_set_program(const char *argv0);
+
 int outputs_write(const struct plan *plan, json_t *doc, const json_t *baseline, int status,
                   const volatile sig_atomic_t *cancel);
 

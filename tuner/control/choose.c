@@ -38,6 +38,7 @@ void choose_collect_cells(const struct space *sp, struct results *res)
             .skipped = c->state == CELL_SKIPPED || c->pruned ? c->skip_reason : NULL,
             .inferred = mf >= 0 && !search_tried(&c->search, mf), .trials = own,
         };
+        rc.has_model = !search_model(&c->search, &rc.model_base, &rc.model_slope);
         results_add_cell(res, &rc);
         for (size_t k = 0; k < c->search.ncontra; k++) {
             const struct search_contradiction *x = &c->search.contra[k];

@@ -207,6 +207,16 @@ static int session_results(struct session *s)
     }
     res->ckpt_off = s->so.ckpt_off;
     res->ckpt_on = s->so.ckpt_on;
+    res->settings = (struct results_settings){
+        .known = 1, .steps = plan->steps, .warmup = plan->warmup, .confirm = !plan->no_confirm,
+        .confirm_steps = plan->confirm_steps, .confirm_s = plan->confirm_s,
+        .worst_case = plan->worst_case, .worst_case_scan_s = plan->worst_case_scan_s,
+        .replay = plan->replay, .probe = !plan->no_probe, .cache = !plan->no_cache,
+        .trial_timeout_s = plan->trial_timeout_s, .hang_timeout_s = plan->hang_timeout_s,
+        .grace_s = plan->grace_s, .budget_s = plan->budget_s,
+        .trial_mem_limit = plan->trial_mem_limit, .gpus = plan->gpus,
+        .gpus_per_trial = plan->gpus_per_trial,
+    };
     return 0;
 }
 
@@ -333,8 +343,12 @@ enum session_status session_arm(struct session *s, const struct tune_view *v)
         s->space.cells[i].search.open_mid = gpu_capacity(gpu) <= 0;
     cache_key_make(&s->ck, plan->command, s->setup.have_config ? &s->setup.config : NULL, &s->so,
                    gpu->fingerprint);
-    s->cached = !plan->no_cache && cache_load(&s->ck, &s->space) > 0;
+    int seeded = plan->no_cache ? 0 : cache_load(&s->ck, &s->space);
+    s->cached = seeded > 0;
     res->warm_start = s->cached;
+    res->warm_cells = seeded > 0 ? seeded : 0;
+    res->cache_key = s->cached ? s->ck.hex : NULL;
+    res->cache_file = s->cached && s->ck.path[0] ? s->ck.path : NULL;
     if (s->cached)
         tune_view_say(v, TUNE_NOTE, "warm start: confirming the boundaries cached from the last "
                                     "run (--no-cache to search afresh)");
@@ -399,8 +413,23 @@ int session_answer(struct session *s, const struct tune_run *run, const struct t
                                     : "fails again (memory use is not monotone here)");
     }
     struct choose_notes notes;
-    res->best = choose_best(res, &s->space, choose_capacity(&s->gpu, &s->space), plan->headroom,
-                            &notes);
+    double cap = choose_capacity(&s->gpu, &s->space);
+    res->best = choose_best(res, &s->space, cap, plan->headroom, &notes);
+    /* The capacity the headroom rule used, and where it came from; under
+     * --trial-memory-limit without one, the limit is the memory that runs
+     * out (the rule did not measure against it: headroom_checked says so). */
+    res->capacity = cap > 0 ? cap : plan->trial_mem_limit > 0 ? (double)plan->trial_mem_limit : -1;
+    res->capacity_source = gpu_capacity(&s->gpu) > 0 ? (plan->emulate_bytes ? "emulated"
+                                                        : s->gpu.cuda_total ? "cuda" : "nvml")
+                         : cap > 0 ? "oom-message"
+                         : plan->trial_mem_limit > 0 ? "trial-memory-limit" : NULL;
+    res->headroom_checked = plan->headroom > 0 ? !notes.headroom_unchecked : -1;
+    if (plan->headroom <= 0) {
+        res->excluded = 0;
+    } else if (cap > 0) {
+        struct choose_excluded x;
+        res->excluded = (long)choose_excluded(res, &s->space, cap, plan->headroom, &x);
+    }
     /* A run stopped on bad input (a knob that does not reach the trainer)
      * has no answer: its "fits" say nothing about the sizes printed. */
     if (run->status == AB_EXIT_USAGE)

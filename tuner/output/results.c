@@ -36,6 +36,9 @@ int results_init(struct results *r, char *const *argv)
     r->best = r->runner_up = -1;
     r->global_batch = -1;
     r->world_size = 1;
+    r->capacity = -1;
+    r->headroom_checked = -1;
+    r->excluded = -1;
     return 0;
 }
 
@@ -367,6 +370,77 @@ void results_trial_seen(struct results_trial *t, const struct trial_result *tr)
     t->alloc_retries_rank = tr->alloc_retries_rank;
 }
 
+/* A duration or size of the settings: 0 (none) is null. */
+static json_t *pos_real_or_null(double v)
+{
+    return v > 0 ? json_real(v) : json_null();
+}
+
+/*
+ * "settings": what shaped the run beyond "space" (results.h's struct
+ * results_settings), null when the run did not record it.
+ */
+static json_t *results_settings_json(const struct results_settings *st)
+{
+    if (!st->known)
+        return json_null();
+    json_t *confirm = st->confirm ? json_pack("{s:o, s:o}", "steps", pos_or_null(st->confirm_steps),
+                                              "time_s", pos_real_or_null(st->confirm_s))
+                                  : json_false();
+    json_t *o = json_pack("{s:I, s:I, s:o, s:o, s:o, s:b, s:b, s:b}",
+                          "steps", (json_int_t)st->steps, "warmup", (json_int_t)st->warmup,
+                          "confirm", confirm ? confirm : json_null(),
+                          "worst_case", str_or_null(st->worst_case),
+                          "worst_case_scan_s", pos_real_or_null(st->worst_case_scan_s),
+                          "replay", st->replay, "probe", st->probe, "cache", st->cache);
+    if (!o)
+        return json_null();
+    json_object_set_new(o, "trial_timeout_s", pos_real_or_null(st->trial_timeout_s));
+    json_object_set_new(o, "hang_timeout_s", pos_real_or_null(st->hang_timeout_s));
+    json_object_set_new(o, "kill_grace_s", pos_real_or_null(st->grace_s));
+    json_object_set_new(o, "budget_s", pos_real_or_null(st->budget_s));
+    json_object_set_new(o, "trial_memory_limit_bytes", pos_or_null((long long)st->trial_mem_limit));
+    json_object_set_new(o, "gpus", str_or_null(st->gpus && *st->gpus ? st->gpus : NULL));
+    json_object_set_new(o, "gpus_per_trial", pos_or_null(st->gpus_per_trial));
+    return o;
+}
+
+/*
+ * "capacity": the device memory the headroom rule measured against and
+ * where the figure came from, the headroom and the memory it leaves,
+ * whether the rule could be checked, and how many fitting configurations
+ * it kept out.  Unknown figures are null.
+ */
+static json_t *results_capacity_json(const struct results *r)
+{
+    int known = r->capacity > 0;
+    json_t *o = json_pack("{s:o, s:o, s:f, s:o}",
+                          "bytes", known ? json_integer((json_int_t)r->capacity) : json_null(),
+                          "source", str_or_null(known ? r->capacity_source : NULL),
+                          "headroom", r->headroom,
+                          "usable_bytes", known ? json_integer((json_int_t)((1 - r->headroom) * r->capacity))
+                                                : json_null());
+    if (!o)
+        return json_null();
+    json_object_set_new(o, "headroom_checked",
+                        r->headroom_checked < 0 ? json_null() : json_boolean(r->headroom_checked));
+    json_object_set_new(o, "excluded", int_or_null(r->excluded));
+    json_object_set_new(o, "trial_memory_limit_bytes",
+                        pos_or_null((long long)r->settings.trial_mem_limit));
+    return o;
+}
+
+/* "warm_start": whether the search started from the cache, and from which entry. */
+static json_t *results_warm_json(const struct results *r)
+{
+    json_t *o = json_pack("{s:b, s:o, s:o, s:I, s:n}", "used", r->warm_start,
+                          "cache_key", str_or_null(r->cache_key),
+                          "cache_file", str_or_null(r->cache_file),
+                          "cells_seeded", (json_int_t)(r->warm_start ? r->warm_cells : 0),
+                          "trials_saved");
+    return o ? o : json_null();
+}
+
 static char *results_iso8601(time_t t, char *buf, size_t len)
 {
     struct tm tm;
@@ -468,6 +542,10 @@ json_t *results_to_json(const struct results *r)
             json_object_set_new(o, "inferred", json_true());
         if (c->skipped)
             json_object_set_new(o, "skipped", json_string(c->skipped));
+        if (c->has_model)
+            json_object_set_new(o, "memory_model",
+                                json_pack("{s:f, s:f}", "base_bytes", c->model_base,
+                                          "bytes_per_unit", c->model_slope));
         json_array_append_new(max_fit, o);
     }
 
@@ -544,6 +622,9 @@ json_t *results_to_json(const struct results *r)
                             json_boolean(r->confirmed && r->best >= 0));
         json_object_set_new(doc, "trial_env",
                             r->trial_env ? json_incref(r->trial_env) : json_array());
+        json_object_set_new(doc, "capacity", results_capacity_json(r));
+        json_object_set_new(doc, "warm_start", results_warm_json(r));
+        json_object_set_new(doc, "settings", results_settings_json(&r->settings));
     }
     return doc;
 }

@@ -85,6 +85,34 @@ struct results_cell {
     const char *skipped;    /**< why the cell ran no trial, or NULL */
     int inferred;           /**< max_fit was not established by this cell's own trials */
     long trials;            /**< trials run in this cell */
+    /** The cell's memory line (the search's model): a fit of micro-batch m
+     *  needs model_base + model_slope * m bytes; "memory_model" only when
+     *  has_model. */
+    int has_model;
+    double model_base, model_slope;
+};
+
+/**
+ * Everything on the command line that shaped the search and is not
+ * already in "space" (the batch range, grad-accum list, checkpointing,
+ * global batch, world size and headroom are): the results file's
+ * "settings".  Durations are seconds; a zero duration or size is "none"
+ * and becomes null.  known 0 (RESULTS_INIT): not recorded, "settings" is
+ * null.  Strings are borrowed and must outlive the results.
+ */
+struct results_settings {
+    int known;
+    long steps, warmup;          /**< --steps, --warmup */
+    int confirm;                 /**< 0: --no-confirm */
+    long confirm_steps;          /**< --confirm's step bound; 0: none */
+    double confirm_s;            /**< --confirm's time bound; 0: none */
+    const char *worst_case;      /**< --worst-case off|auto|scan */
+    double worst_case_scan_s;    /**< --worst-case-scan */
+    int replay, probe, cache;    /**< --replay; not --no-probe; not --no-cache */
+    double trial_timeout_s, hang_timeout_s, grace_s, budget_s; /**< 0: none */
+    unsigned long long trial_mem_limit; /**< --trial-memory-limit bytes; 0: none */
+    const char *gpus;            /**< --gpus, or NULL: one trial at a time */
+    long gpus_per_trial;
 };
 
 struct results_contradiction {
@@ -116,6 +144,19 @@ struct results {
     long rounds;             /**< rounds of side-by-side trials; 0 without --gpus */
     long cancelled;          /**< side-by-side trials cancelled as pointless */
     int warm_start;          /**< the search started from the cache's boundaries */
+    const char *cache_key;   /**< the warm start's cache entry (16 hex digits), or NULL */
+    const char *cache_file;  /**< ... and its file, or NULL */
+    long warm_cells;         /**< cells the cache seeded; 0 none */
+    /** The capacity the headroom rule measured against (choose_capacity())
+     *  and where it came from: "nvml", "cuda" (the probe's cuMemGetInfo),
+     *  "emulated" (--emulate-gpu-memory), "oom-message" (PyTorch's OOM
+     *  text), "trial-memory-limit"; capacity <= 0: unknown (source NULL). */
+    double capacity;
+    const char *capacity_source;
+    int headroom_checked;    /**< -1: no headroom asked; 0: could not be checked for every
+                                  candidate; 1: checked */
+    long excluded;           /**< fitting configurations the headroom kept out; -1 unknown */
+    struct results_settings settings;
     size_t ngpus;
     struct results_trial *trials; size_t ntrials;
     struct results_cell *cells; size_t ncells;

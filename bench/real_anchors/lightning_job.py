@@ -11,7 +11,8 @@ tune: what the Lightning docs tell a user to do: build a Trainer, call
       max_trials 25, margin 0.05, max_val 8192, batch_arg_name
       "batch_size": the module's attribute that train_dataloader reads),
       then trainer.fit(model) in the same process at the size it set, for
-      N optimizer steps.  That fit is the answer's survival test.
+      N optimizer steps.  That fit is the answer's survival test; with
+      --steps 0 there is none (the process ends when the tuner returns).
 fit:  trainer.fit at batch B for N steps, no tuner (the bench's calibration
       runs, under tests/real/direct_steps.py).
 
@@ -94,7 +95,8 @@ def main():
     pl.seed_everything(0, verbose=False)
     model = Wrapped(a.job, a.batch)
     root = a.root or tempfile.mkdtemp(prefix="ab-lightning-")
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=a.steps, logger=False,
+    # max_steps must be positive; with --steps 0 the fit below is skipped
+    trainer = pl.Trainer(accelerator="cpu", devices=1, max_steps=max(a.steps, 1), logger=False,
                          enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False,
                          num_sanity_val_steps=0, default_root_dir=root)
     say(ev="start", vm_kb=J.vm_kb()[0])
@@ -104,6 +106,8 @@ def main():
             model.phase = "tune"
             size = Tuner(trainer).scale_batch_size(model, mode="binsearch")
             say(ev="tuned", size=int(size), attr=int(model.batch_size))
+            if a.steps == 0:
+                return
         phase = model.phase = "fit"
         trainer.fit(model)
         say(ev="done", phase="fit", steps=int(trainer.global_step), size=int(model.batch_size))

@@ -159,6 +159,9 @@ int rdoc_load(struct rdoc *d, const json_t *root, char *err, size_t errlen)
     if (d->baseline)
         gate_read(&d->gate, d->baseline);
     d->run_with = json_is_object(report_jget(root, "run_with")) ? report_jget(root, "run_with") : NULL;
+    d->capacity = json_is_object(report_jget(root, "capacity")) ? report_jget(root, "capacity") : NULL;
+    d->warm = json_is_object(report_jget(root, "warm_start")) ? report_jget(root, "warm_start") : NULL;
+    d->settings = json_is_object(report_jget(root, "settings")) ? report_jget(root, "settings") : NULL;
     d->unit = report_jstr(d->space, "unit");
     if (!d->unit || !*d->unit)
         d->unit = "samples";
@@ -250,6 +253,11 @@ int rdoc_load(struct rdoc *d, const json_t *root, char *err, size_t errlen)
             .inferred = report_jbool(o, "inferred") == 1, .bounded_by = report_jstr(o, "bounded_by"),
             .skipped = report_jstr(o, "skipped"),
         };
+        const json_t *mm = report_jget(o, "memory_model");
+        struct rcell *c = &d->c[d->nc - 1];
+        c->model_base = report_jnum(mm, "base_bytes");
+        c->model_slope = report_jnum(mm, "bytes_per_unit");
+        c->has_model = !isnan(c->model_base) && c->model_slope > 0;
     }
     for (size_t i = 0; i < nf; i++) {
         const json_t *o = json_array_get(front, i);
@@ -417,7 +425,7 @@ void report_text_host(struct sbuf *b, const struct rdoc *d)
  * The smallest device memory the file records (emulated when it was), or
  * NAN; *same (when not NULL): every device recorded has that much.
  */
-static double doc_capacity(const struct rdoc *d, int *same)
+static double doc_gpu_capacity(const struct rdoc *d, int *same)
 {
     const json_t *gpus = report_jget(d->host, "gpus");
     double cap = NAN, top = NAN;
@@ -436,6 +444,47 @@ static double doc_capacity(const struct rdoc *d, int *same)
     return cap;
 }
 
+double report_capacity(const struct rdoc *d, const char **source)
+{
+    double rec = report_jnum(d->capacity, "bytes");
+    if (source)
+        *source = rec > 0 ? report_jstr(d->capacity, "source") : NULL;
+    return rec > 0 ? rec : doc_gpu_capacity(d, NULL);
+}
+
+double report_headroom(const struct rdoc *d)
+{
+    double head = report_jnum(d->capacity, "headroom");
+    if (isnan(head))
+        head = report_jnum(d->space, "headroom");
+    return head >= 0 && head < 1 ? head : NAN;
+}
+
+int report_best_on_frontier(const struct rdoc *d)
+{
+    for (size_t i = 0; d->has_best && i < d->nf; i++)
+        if (d->f[i].mb == d->best.mb && d->f[i].ga == d->best.ga && d->f[i].ckpt == d->best.ckpt)
+            return 1;
+    return 0;
+}
+
+/* Where the capacity figure came from, in words; NULL for a source that
+ * needs none (emulated memory is said after the figure) or is unknown. */
+static const char *capacity_source_words(const char *src)
+{
+    if (!src || !strcmp(src, "emulated"))
+        return NULL;
+    if (!strcmp(src, "nvml"))
+        return "NVML";
+    if (!strcmp(src, "cuda"))
+        return "CUDA, through the probe";
+    if (!strcmp(src, "oom-message"))
+        return "from the OOM messages";
+    if (!strcmp(src, "trial-memory-limit"))
+        return "--trial-memory-limit";
+    return src;
+}
+
 #define CAP_LIST_MAX 4  /* GPU models, and fits excluded by the headroom, named */
 
 /*
@@ -450,7 +499,9 @@ void report_text_capacity(struct sbuf *b, const struct rdoc *d)
     char m1[32], m2[32], m3[32];
     const json_t *gpus = report_jget(d->host, "gpus"), *emu = report_jget(d->host, "emulated_gpu_memory");
     int same;
-    double cap = doc_capacity(d, &same);
+    const char *src;
+    double cap = report_capacity(d, &src);
+    doc_gpu_capacity(d, &same);
     size_t n = json_array_size(gpus);
     if (!json_is_array(gpus)) {
         sb_puts(b, "GPUs unknown");
@@ -490,6 +541,8 @@ void report_text_capacity(struct sbuf *b, const struct rdoc *d)
                   n < 2 ? "" : same ? " each" : " (the smallest device)");
     else
         sb_puts(b, ": capacity unknown");
+    if (!isnan(cap) && capacity_source_words(src))
+        sb_printf(b, " (%s)", capacity_source_words(src));
     if (json_is_object(emu)) {
         const char *with = report_jstr(emu, "with");
         double real = report_jnum(emu, "real_total_bytes");
@@ -500,13 +553,22 @@ void report_text_capacity(struct sbuf *b, const struct rdoc *d)
             sb_printf(b, " on %s of real memory", report_fmt_bytes(m2, sizeof m2, real));
     }
 
-    double head = report_jnum(d->space, "headroom");
-    if (head >= 0 && head < 1) {
+    double head = report_headroom(d);
+    /* What the run recorded of the headroom rule: the configurations it
+     * excluded (-1 unknown), and whether it could check every candidate. */
+    long long nexcl = report_jint(d->capacity, "excluded");
+    int checked = report_jbool(d->capacity, "headroom_checked");
+    if (!isnan(head)) {
         sb_printf(b, "; headroom %.0f%%", head * 100);
         if (head == 0) {
             sb_puts(b, " (none kept free)");
         } else if (isnan(cap)) {
             sb_puts(b, " (what it excluded cannot be told: the capacity is unknown)");
+        } else if (d->capacity && nexcl < 0) {
+            /* A capacity the choice did not measure against (the trial
+             * memory limit): nothing was excluded by it, so name none. */
+            sb_printf(b, ": fits may peak at up to %s; not checked: the choice had no capacity to "
+                         "measure against", report_fmt_bytes(m1, sizeof m1, (1 - head) * cap));
         } else {
             double limit = (1 - head) * cap;
             sb_printf(b, ": fits may peak at up to %s", report_fmt_bytes(m1, sizeof m1, limit));
@@ -533,14 +595,28 @@ void report_text_capacity(struct sbuf *b, const struct rdoc *d)
                 else
                     more++;
             }
-            sb_puts(b, nex ? "; excluded for it: " : "; it excluded no measured fit");
+            if (nexcl >= 0) {
+                /* The run's own count (the terminal's): configurations,
+                 * some judged by the memory line rather than a peak. */
+                sb_printf(b, "; it excluded %lld fitting configuration%s", nexcl, nexcl == 1 ? "" : "s");
+                if ((long long)nex > nexcl)
+                    nex = (size_t)nexcl;
+                more = (size_t)nexcl - nex;
+                sb_puts(b, nex ? ": " : "");
+            } else {
+                sb_puts(b, nex ? "; excluded for it: " : "; it excluded no measured fit");
+            }
             for (size_t k = 0; k < nex; k++)
                 sb_printf(b, "%s%s \xc3\x97 %s%s (peak %s)", k ? ", " : "", report_fmt_int(m1, sizeof m1, ex[k]->mb),
                           report_fmt_int(m2, sizeof m2, ex[k]->ga), ex[k]->ckpt == 1 ? " checkpointing" : "",
                           report_fmt_bytes(m3, sizeof m3, ex[k]->peak));
-            if (more)
+            if (more && nexcl >= 0)
+                sb_printf(b, "%s%zu more", nex ? " and " : "", more);
+            else if (more)
                 sb_printf(b, " and %zu more trial%s", more, more == 1 ? "" : "s");
-            if (unmeasured)
+            if (checked == 0)
+                sb_puts(b, "; not checked for every candidate (some had no memory figure)");
+            if (unmeasured && nexcl < 0)
                 sb_printf(b, "; %zu fit%s without a measured peak not judged here", unmeasured,
                           unmeasured == 1 ? "" : "s");
         }
@@ -627,6 +703,102 @@ void report_text_config(struct sbuf *b, const struct rpoint *p)
               report_fmt_int(x, sizeof x, p->mb), report_fmt_int(y, sizeof y, p->ga), report_ckpt_word(p->ckpt));
 }
 
+void report_text_warm_start(struct sbuf *b, const struct rdoc *d)
+{
+    int used = d->warm ? report_jbool(d->warm, "used") : report_jbool(d->summary, "warm_start");
+    int cache = report_jbool(d->settings, "cache");
+    if (used < 0) {
+        sb_puts(b, "unknown (not recorded)");
+        return;
+    }
+    if (!used) {
+        sb_puts(b, cache == 0   ? "not used (--no-cache)"
+                   : cache == 1 ? "not used: nothing cached for this command, config, GPUs and batch range"
+                                : "not used");
+        return;
+    }
+    const char *key = report_jstr(d->warm, "cache_key"), *file = report_jstr(d->warm, "cache_file");
+    long long cells = report_jint(d->warm, "cells_seeded"), saved = report_jint(d->warm, "trials_saved");
+    sb_puts(b, "used: the search started from the boundaries cached by an earlier run");
+    if (cells > 0)
+        sb_printf(b, " (%lld cell%s)", cells, cells == 1 ? "" : "s");
+    if (key) {
+        sb_puts(b, ", cache entry ");
+        sb_puts(b, key);
+    }
+    if (file) {
+        sb_puts(b, key ? " (" : ", cache file ");
+        sb_puts(b, file);
+        sb_puts(b, key ? ")" : "");
+    }
+    if (saved >= 0)
+        sb_printf(b, "; it saved %lld trial%s", saved, saved == 1 ? "" : "s");
+    else if (d->warm)
+        sb_puts(b, "; the trials it saved are not known");
+}
+
+/* A duration setting: "none" when null or 0. */
+static void text_secs_setting(struct sbuf *b, const char *label, const json_t *o, const char *k)
+{
+    char x[32];
+    double v = report_jnum(o, k);
+    sb_printf(b, "%s %s", label, v > 0 ? report_fmt_secs(x, sizeof x, v) : "none");
+}
+
+void report_text_settings(struct sbuf *b, const struct rdoc *d)
+{
+    const json_t *st = d->settings, *confirm = report_jget(st, "confirm");
+    char x[32], y[32];
+    if (!st) {
+        sb_puts(b, "not recorded (a results file from before they were kept)");
+        return;
+    }
+    sb_printf(b, "%s measured steps after %s warm-up", report_fmt_int(x, sizeof x, report_jint(st, "steps")),
+              report_fmt_int(y, sizeof y, report_jint(st, "warmup")));
+    if (json_is_object(confirm)) {
+        long long cs = report_jint(confirm, "steps");
+        double ct = report_jnum(confirm, "time_s");
+        sb_puts(b, "; confirm the choice: ");
+        if (cs > 0)
+            sb_printf(b, "%lld steps", cs);
+        if (ct > 0)
+            sb_printf(b, "%s%s", cs > 0 ? " or " : "", report_fmt_secs(x, sizeof x, ct));
+        if (!(cs > 0) && !(ct > 0))
+            sb_puts(b, "until the trainer stops");
+    } else if (json_is_false(confirm)) {
+        sb_puts(b, "; no confirmation run (--no-confirm)");
+    }
+    const char *wc = report_jstr(st, "worst_case");
+    if (wc) {
+        sb_puts(b, "; worst case ");
+        sb_puts(b, wc);
+        if (strcmp(wc, "off") && report_jnum(st, "worst_case_scan_s") > 0)
+            sb_printf(b, " (scan up to %s)", report_fmt_secs(x, sizeof x, report_jnum(st, "worst_case_scan_s")));
+    }
+    static const char *const flags[][2] = { { "replay", "replay" }, { "probe", "probe" }, { "cache", "cache" } };
+    for (size_t i = 0; i < sizeof flags / sizeof *flags; i++) {
+        int v = report_jbool(st, flags[i][0]);
+        if (v >= 0)
+            sb_printf(b, "; %s %s", flags[i][1], v ? "on" : "off");
+    }
+    sb_puts(b, "; ");
+    text_secs_setting(b, "trial timeout", st, "trial_timeout_s");
+    sb_puts(b, ", ");
+    text_secs_setting(b, "hang timeout", st, "hang_timeout_s");
+    sb_puts(b, ", ");
+    text_secs_setting(b, "kill grace", st, "kill_grace_s");
+    sb_puts(b, "; ");
+    text_secs_setting(b, "budget", st, "budget_s");
+    double lim = report_jnum(st, "trial_memory_limit_bytes");
+    sb_printf(b, "; trial memory limit %s", lim > 0 ? report_fmt_bytes(x, sizeof x, lim) : "none");
+    const char *gpus = report_jstr(st, "gpus");
+    if (gpus) {
+        sb_puts(b, "; GPUs ");
+        sb_puts(b, gpus);
+        sb_printf(b, ", %s per trial", report_fmt_int(x, sizeof x, report_jint(st, "gpus_per_trial")));
+    }
+}
+
 /* The trial that stopped the search, when one did. */
 const struct rtrial *report_failed_trial(const struct rdoc *d)
 {
@@ -709,19 +881,29 @@ int report_headline_interrupted(const struct rdoc *d)
     return d->interrupted;
 }
 
+int report_cell_pruned(const struct rcell *c)
+{
+    return (c->bounded_by && !strcmp(c->bounded_by, "pruned")) ||
+           (c->skipped && !strncmp(c->skipped, "pruned", 6));
+}
+
 static const char *bounded_note(const struct rcell *c)
 {
+    if (report_cell_pruned(c))
+        return PRUNED_NOTE;
     if (c->bounded_by && !strcmp(c->bounded_by, "batch.max"))
         return "the top of the range fitted";
-    if (c->bounded_by && !strcmp(c->bounded_by, "pruned"))
-        return "its search was pruned: it could not beat the fastest point";
     return c->bounded_by;
 }
 
 int report_cell_notes(struct sbuf *b, const struct rdoc *d, const struct rcell *c, const char *chosen,
                void (*esc)(struct sbuf *, const char *))
 {
-    const char *notes[4] = { bounded_note(c), c->inferred ? "inferred from other cells" : NULL, c->skipped,
+    /* A pruned cell's own reason ("pruned: by the step-time line, ...")
+     * says the same as PRUNED_NOTE at more length: one of them, not both. */
+    const char *skipped = c->skipped && !strncmp(c->skipped, "pruned: ", 8) ? c->skipped + 8
+                        : c->skipped && !strcmp(c->skipped, "pruned") ? NULL : c->skipped;
+    const char *notes[4] = { bounded_note(c), c->inferred ? "inferred from other cells" : NULL, skipped,
                              chosen && d->has_best && c->ga == d->best.ga && c->ckpt == d->best.ckpt
                                  ? chosen : NULL };
     int first = 1;

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * report_chart: the three inline SVG charts of the HTML report (report.h's
+ * report_chart: the inline SVG charts of the HTML report (report.h's
  * REPORT_HTML), from a loaded struct rdoc (report_int.h): throughput
- * against peak memory with the frontier and the choice, the largest fit
- * per cell, and the trial timeline.  Each is one <svg> of fixed viewBox
+ * against peak memory with the frontier, the choice, the failed sizes and
+ * the capacity; the largest fit per cell; the trial timeline; and, when
+ * memory was measured, peak memory against the micro-batch with the
+ * capacity, the headroom and each cell's memory line.  Each is one <svg> of fixed viewBox
  * (SVG_W wide) that the page's stylesheet scales to its column; the axes,
  * ticks and legend are drawn here, with no script and nothing to fetch.
  */
@@ -19,6 +21,14 @@
 #define COLOUR_MAIN "#3b6ea8"
 #define COLOUR_LIGHT "#a9c4e2"
 #define COLOUR_CHOICE "#e8740c"
+#define COLOUR_FAIL "#d1402b"
+#define COLOUR_CAP "#7a1f12"
+#define COLOUR_PRUNED "#c8c8c8"
+#define GIB (1024.0 * 1024 * 1024)
+#define FAIL_STROKE "stroke=\"" COLOUR_FAIL "\" stroke-width=\"2.2\""
+/* A red cross around (0,0): a failed size in a legend */
+#define FAIL_CROSS "<line x1=\"-4\" y1=\"-4\" x2=\"4\" y2=\"4\" " FAIL_STROKE "/>" \
+                   "<line x1=\"-4\" y1=\"4\" x2=\"4\" y2=\"-4\" " FAIL_STROKE "/>"
 
 struct axis {
     double lo, hi;       /* data range shown */
@@ -197,6 +207,59 @@ static int on_frontier(const struct rpoint *sorted, size_t n, const struct rtria
     return !isnan(t->sps) && sorted && bsearch(&key, sorted, n, sizeof *sorted, rpoint_cmp);
 }
 
+/* A size that did not fit: out of memory, or counted so (timeout, hang). */
+static int trial_failed(const struct rtrial *t)
+{
+    return t->oc == OC_OOM || t->oc == OC_TIMEOUT || t->oc == OC_HANG;
+}
+
+/* A failed size: one red cross, class="failed", with its trial in the title. */
+static void svg_failed(struct sbuf *b, const struct rtrial *t, double px, double py)
+{
+    char x1[32], x2[32], g[32];
+    const char *id = report_fmt_int(x1, sizeof x1, t->id), *mb = report_fmt_int(x2, sizeof x2, t->mb);
+    sb_printf(b, "<g class=\"failed\" data-trial=\"%s\" data-micro-batch=\"%s\">"
+                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" " FAIL_STROKE "/>"
+                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" " FAIL_STROKE "/>"
+                 "<title>trial %s: micro-batch %s \xc3\x97 %s, checkpointing %s: ",
+              id, mb, px - 4, py - 4, px + 4, py + 4, px - 4, py + 4, px + 4, py - 4, id, mb,
+              report_fmt_int(g, sizeof g, t->ga), report_ckpt_word(t->ckpt));
+    report_xml_str(b, t->outcome, 0);
+    sb_puts(b, ", did not fit</title></g>\n");
+}
+
+/*
+ * The capacity and the headroom's limit as lines across the plot at data
+ * value v (GiB) on axis a: vertical (x axis) or horizontal (y axis), each
+ * labelled; class="capacity" and class="headroom".
+ */
+static void svg_cap_lines(struct sbuf *b, const struct axis *a, int vertical, double cap, double head, double pb)
+{
+    char m[32];
+    for (int k = 0; k < 2; k++) {
+        double v = k ? (1 - head) * cap : cap;
+        if (k && !(head > 0))
+            break;
+        double p = ax_map(a, v / GIB);
+        const char *cls = k ? "headroom" : "capacity", *dash = k ? "2 3" : "6 3";
+        if (vertical)
+            sb_printf(b, "<g class=\"%s\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\""
+                         COLOUR_CAP "\" stroke-width=\"1.5\" stroke-dasharray=\"%s\"/>"
+                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"11\" fill=\"" COLOUR_CAP "\">",
+                      cls, p, PT, p, pb, dash, p - 4, pb - 22 - 13 * k);
+        else
+            sb_printf(b, "<g class=\"%s\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\""
+                         COLOUR_CAP "\" stroke-width=\"1.5\" stroke-dasharray=\"%s\"/>"
+                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"11\" fill=\"" COLOUR_CAP "\">",
+                      cls, PL, p, PR, p, dash, PR - 4, k ? p + 13 : p - 4);
+        if (k)
+            sb_printf(b, "headroom %.0f%%: %s", head * 100, report_fmt_bytes(m, sizeof m, v));
+        else
+            sb_printf(b, "capacity %s", report_fmt_bytes(m, sizeof m, v));
+        sb_puts(b, "</text></g>\n");
+    }
+}
+
 void report_svg_scatter(struct sbuf *b, const struct rdoc *d)
 {
     const double h = 330, pb = h - 50;
@@ -225,6 +288,21 @@ void report_svg_scatter(struct sbuf *b, const struct rdoc *d)
         xmax = x > xmax ? x : xmax;
         ymax = p->sps > ymax ? p->sps : ymax;
     }
+    /* The failed sizes: at their micro-batch on a micro-batch axis; on a
+     * memory axis (they have no peak) at the capacity they ran past, or
+     * at the right edge when it is unknown.  The capacity's line too. */
+    double cap = report_capacity(d, NULL), head = report_headroom(d);
+    size_t nfailed = 0;
+    for (size_t i = 0; npts && i < d->nt; i++) {
+        if (!trial_failed(&d->t[i]) || d->t[i].mb <= 0)
+            continue;
+        nfailed++;
+        if (!d->mem_axis && (double)d->t[i].mb > xmax)
+            xmax = (double)d->t[i].mb;
+    }
+    int cap_line = npts && d->mem_axis && !isnan(cap);
+    if (cap_line && cap / GIB > xmax)
+        xmax = cap / GIB;
     struct axis ax, ay;
     ax_linear(&ax, 0, xmax > 0 ? xmax * 1.04 : 1, PL, PR, !d->mem_axis);
     ax_linear(&ay, 0, ymax > 0 ? ymax * 1.04 : 1, pb, PT, 0);
@@ -249,6 +327,9 @@ void report_svg_scatter(struct sbuf *b, const struct rdoc *d)
                 "Pareto frontier");
     legend_item(&lg, "<circle r=\"6\" fill=\"none\" stroke=\"" COLOUR_CHOICE "\" stroke-width=\"2.5\"/>",
                 "chosen");
+    if (nfailed)
+        legend_item(&lg, FAIL_CROSS,
+                    d->mem_axis ? "did not fit (at the capacity)" : "did not fit");
 
     if (!npts) {
         svg_empty(b, pb, "no trial fitted: nothing to plot");
@@ -307,6 +388,16 @@ void report_svg_scatter(struct sbuf *b, const struct rdoc *d)
     }
     free(sorted);
 
+    if (cap_line)
+        svg_cap_lines(b, &ax, 1, cap, isnan(head) ? 0 : head, pb);
+    for (size_t i = 0; nfailed && i < d->nt; i++) {
+        const struct rtrial *t = &d->t[i];
+        if (!trial_failed(t) || t->mb <= 0)
+            continue;
+        double px = !d->mem_axis ? ax_map(&ax, (double)t->mb) : cap_line ? ax_map(&ax, cap / GIB) : PR;
+        svg_failed(b, t, px, pb - 6);
+    }
+
     if (d->has_best) {
         double x = trial_x(d, d->best.mb, d->best.peak);
         if (!isnan(x) && x >= 0 && !isnan(d->best.sps)) {
@@ -332,12 +423,13 @@ void report_svg_cells(struct sbuf *b, const struct rdoc *d)
     svg_open(b, "cells", h, "largest fitting micro-batch per cell");
 
     double vmax = 0;
-    int any_bounded = 0;
+    int any_bounded = 0, any_pruned = 0;
     for (size_t i = 0; i < d->nc; i++) {
         const struct rcell *c = &d->c[i];
         long long v = c->bounded_by ? c->tried : c->mb;
         vmax = (double)v > vmax ? (double)v : vmax;
-        any_bounded |= c->bounded_by != NULL;
+        any_pruned |= report_cell_pruned(c);
+        any_bounded |= c->bounded_by != NULL && !report_cell_pruned(c);
     }
     struct axis ay;
     ax_linear(&ay, 0, vmax > 0 ? vmax * 1.08 : 1, pb, PT, 1);
@@ -355,6 +447,10 @@ void report_svg_cells(struct sbuf *b, const struct rdoc *d)
         legend_item(&lg, "<rect x=\"-5\" y=\"-5\" width=\"10\" height=\"10\" fill=\"" COLOUR_LIGHT
                     "\" stroke=\"" COLOUR_MAIN "\" stroke-dasharray=\"3 2\"/>",
                     "top of the range fitted (limit not found)");
+    if (any_pruned)
+        legend_item(&lg, "<rect x=\"-5\" y=\"-5\" width=\"10\" height=\"10\" fill=\"" COLOUR_PRUNED
+                    "\" stroke=\"#888\" stroke-dasharray=\"1 2\"/>",
+                    "pruned: could not beat the fastest fit");
     if (!d->nc) {
         svg_empty(b, pb, "no cell was searched");
         sb_puts(b, "</svg>\n");
@@ -367,18 +463,20 @@ void report_svg_cells(struct sbuf *b, const struct rdoc *d)
         const struct rcell *c = &d->c[i];
         double cx = PL + slot * ((double)i + 0.5);
         long long v = c->bounded_by ? c->tried : c->mb;
-        int chosen = d->has_best && c->ga == d->best.ga && c->ckpt == d->best.ckpt;
-        sb_puts(b, "<g class=\"cell\">");
+        int chosen = d->has_best && c->ga == d->best.ga && c->ckpt == d->best.ckpt, pruned = report_cell_pruned(c);
+        sb_printf(b, "<g class=\"cell%s\">", pruned ? " pruned" : "");
         if (v > 0) {
             double top = ax_map(&ay, (double)v);
             sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"%s>"
-                         "<title>grad-accum %s, checkpointing %s: %s%lld</title></rect>"
-                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%d\">%s%lld</text>",
+                         "<title>grad-accum %s, checkpointing %s: %s%lld%s</title></rect>"
+                         "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%d\">%s%lld%s</text>",
                       cx - bw / 2, top, bw, pb - top,
-                      chosen ? COLOUR_CHOICE : c->bounded_by ? COLOUR_LIGHT : COLOUR_MAIN,
-                      c->bounded_by ? " stroke=\"" COLOUR_MAIN "\" stroke-dasharray=\"3 2\"" : "",
-                      report_fmt_int(t1, sizeof t1, c->ga), report_ckpt_word(c->ckpt), c->bounded_by ? "at least " : "", v,
-                      cx, top - 4, fs, c->bounded_by ? "\xe2\x89\xa5" : "", v);
+                      chosen ? COLOUR_CHOICE : pruned ? COLOUR_PRUNED : c->bounded_by ? COLOUR_LIGHT : COLOUR_MAIN,
+                      pruned ? " stroke=\"#888\" stroke-dasharray=\"1 2\""
+                      : c->bounded_by ? " stroke=\"" COLOUR_MAIN "\" stroke-dasharray=\"3 2\"" : "",
+                      report_fmt_int(t1, sizeof t1, c->ga), report_ckpt_word(c->ckpt),
+                      c->bounded_by ? "at least " : "", v, pruned ? " (" PRUNED_NOTE ")" : "",
+                      cx, top - 4, fs, c->bounded_by ? "\xe2\x89\xa5" : "", v, pruned ? " pruned" : "");
         } else {
             const char *why = c->skipped && c->fail < 0 ? "skipped" : c->fail > 0 ? "none fits" : "not measured";
             sb_printf(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"%d\" fill=\"#a33\">%s</text>",
@@ -456,4 +554,116 @@ void report_svg_timeline(struct sbuf *b, const struct rdoc *d)
         start += wall;
     }
     sb_puts(b, "</svg>\n");
+}
+
+int report_svg_memory(struct sbuf *b, const struct rdoc *d)
+{
+    const double h = 330, pb = h - 50;
+    double xmax = 0, ymax = 0;
+    size_t npeaks = 0, nfailed = 0;
+    for (size_t i = 0; i < d->nt; i++) {
+        const struct rtrial *t = &d->t[i];
+        if (t->mb <= 0)
+            continue;
+        if (t->oc == OC_FIT && !isnan(t->peak)) {
+            npeaks++;
+            ymax = t->peak / GIB > ymax ? t->peak / GIB : ymax;
+        } else if (trial_failed(t)) {
+            nfailed++;
+        } else {
+            continue;
+        }
+        xmax = (double)t->mb > xmax ? (double)t->mb : xmax;
+    }
+    if (!npeaks)
+        return 0;
+    double cap = report_capacity(d, NULL), head = report_headroom(d);
+    if (!isnan(cap) && cap / GIB > ymax)
+        ymax = cap / GIB;
+    char yl[64], xl[64];
+    snprintf(xl, sizeof xl, "micro-batch (%.40s)", d->unit);
+    snprintf(yl, sizeof yl, "peak memory (GiB)");
+    svg_open(b, "memory", h, "peak memory against micro-batch");
+    struct axis ax, ay;
+    ax_linear(&ax, 0, xmax * 1.04, PL, PR, 1);
+    ax_linear(&ay, 0, ymax * 1.08, pb, PT, 0);
+    svg_axes(b, &ax, &ay, pb, xl, yl);
+
+    int any_model = 0, has_on = 0, has_off = 0;
+    for (size_t i = 0; i < d->nc; i++)
+        any_model |= d->c[i].has_model;
+    for (size_t i = 0; i < d->nt; i++)
+        if (d->t[i].oc == OC_FIT && !isnan(d->t[i].peak)) {
+            has_on |= d->t[i].ckpt == 1;
+            has_off |= d->t[i].ckpt != 1;
+        }
+    struct legend lg = { b, PL };
+    if (has_off || !has_on)
+        legend_item(&lg, "<circle r=\"4\" fill=\"" COLOUR_LIGHT "\" stroke=\"" COLOUR_MAIN "\"/>",
+                    has_on ? "fit, checkpointing off" : "fit (its peak)");
+    if (has_on)
+        legend_item(&lg, "<rect x=\"-4\" y=\"-4\" width=\"8\" height=\"8\" transform=\"rotate(45)\" fill=\""
+                    COLOUR_LIGHT "\" stroke=\"" COLOUR_MAIN "\"/>", "checkpointing on");
+    if (nfailed)
+        legend_item(&lg, FAIL_CROSS,
+                    isnan(cap) ? "did not fit" : "did not fit (drawn at the capacity)");
+    if (any_model)
+        legend_item(&lg, "<line x1=\"-7\" y1=\"0\" x2=\"7\" y2=\"0\" stroke=\"#555\" stroke-width=\"1.5\" "
+                    "stroke-dasharray=\"5 3\"/>", "memory model");
+
+    /* Each cell's memory line, clipped to the plot, dashed and labelled by its cell. */
+    char t1[32], t2[32], t3[32];
+    for (size_t i = 0; i < d->nc; i++) {
+        const struct rcell *c = &d->c[i];
+        if (!c->has_model)
+            continue;
+        double x0 = 0, y0 = c->model_base / GIB, x1 = ax.hi, y1 = (c->model_base + c->model_slope * x1) / GIB;
+        if (y0 < ay.lo) { /* a line that starts below the axis: from where it crosses 0 */
+            x0 = -c->model_base / c->model_slope;
+            y0 = 0;
+        }
+        if (y1 > ay.hi) {
+            x1 = (ay.hi * GIB - c->model_base) / c->model_slope;
+            y1 = ay.hi;
+        }
+        if (!(x1 > x0))
+            continue;
+        sb_printf(b, "<g class=\"model\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                     "stroke-width=\"1.5\" stroke-dasharray=\"5 3\"/><title>grad-accum %s, checkpointing %s: "
+                     "the search's memory line, %s + %s per unit of micro-batch</title></g>\n",
+                  ax_map(&ax, x0), ax_map(&ay, y0), ax_map(&ax, x1), ax_map(&ay, y1),
+                  c->ckpt == 1 ? "#8a55c9" : "#555", report_fmt_int(t1, sizeof t1, c->ga), report_ckpt_word(c->ckpt),
+                  report_fmt_bytes(t2, sizeof t2, c->model_base), report_fmt_bytes(t3, sizeof t3, c->model_slope));
+    }
+    if (!isnan(cap))
+        svg_cap_lines(b, &ay, 0, cap, isnan(head) ? 0 : head, pb);
+
+    char x1[32], x2[32], g[32], m[32];
+    for (size_t i = 0; i < d->nt; i++) {
+        const struct rtrial *t = &d->t[i];
+        if (t->mb <= 0)
+            continue;
+        double px = ax_map(&ax, (double)t->mb);
+        if (trial_failed(t)) {
+            svg_failed(b, t, px, isnan(cap) ? PT + 6 : ax_map(&ay, cap / GIB));
+            continue;
+        }
+        if (t->oc != OC_FIT || isnan(t->peak))
+            continue;
+        double py = ax_map(&ay, t->peak / GIB);
+        const char *id = report_fmt_int(x1, sizeof x1, t->id);
+        sb_printf(b, "<g class=\"mem\" data-trial=\"%s\">", id);
+        if (t->ckpt == 1)
+            sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" transform=\"rotate(45 %.1f %.1f)\" "
+                         "fill=\"%s\" stroke=\"" COLOUR_MAIN "\"/>", px - 4, py - 4, px, py,
+                      t->chosen ? COLOUR_CHOICE : COLOUR_LIGHT);
+        else
+            sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\" stroke=\"" COLOUR_MAIN "\"/>", px, py,
+                      t->chosen ? COLOUR_CHOICE : COLOUR_LIGHT);
+        sb_printf(b, "<title>trial %s: micro-batch %s \xc3\x97 %s, checkpointing %s: peak memory %s%s</title></g>\n",
+                  id, report_fmt_int(x2, sizeof x2, t->mb), report_fmt_int(g, sizeof g, t->ga),
+                  report_ckpt_word(t->ckpt), report_fmt_bytes(m, sizeof m, t->peak), t->chosen ? " (chosen)" : "");
+    }
+    sb_puts(b, "</svg>\n");
+    return 1;
 }

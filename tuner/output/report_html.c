@@ -201,8 +201,12 @@ int report_render_html(const struct rdoc *d, char **out, size_t *len, char *err,
     html_fact(&b, "Capacity", &v, 0);
     sb_puts(&v, d->started_at ? d->started_at : DASH);
     html_fact(&b, "Started", &v, 0);
+    report_text_warm_start(&v, d);
+    html_fact(&b, "Warm start", &v, 0);
     report_text_space(&v, d);
     html_fact(&b, "Search space", &v, 0);
+    report_text_settings(&v, d);
+    html_fact(&b, "Settings", &v, 0);
     if (d->preset || d->config) {
         sb_puts(&v, d->preset ? d->preset : DASH);
         if (d->config)
@@ -229,7 +233,17 @@ int report_render_html(const struct rdoc *d, char **out, size_t *len, char *err,
     report_svg_cells(&b, d);
     sb_puts(&b, "</div>\n<div>\n<h2>Trial timeline</h2>\n");
     report_svg_timeline(&b, d);
-    sb_puts(&b, "</div>\n</div>\n");
+    sb_puts(&b, "</div>\n");
+    /* Peak memory against the micro-batch, when memory was measured. */
+    struct sbuf mem = SBUF_INIT;
+    if (report_svg_memory(&mem, d)) {
+        sb_puts(&b, "<div>\n<h2>Peak memory against micro-batch</h2>\n");
+        sb_put(&b, mem.p, mem.len);
+        sb_puts(&b, "</div>\n");
+    }
+    b.oom |= mem.oom;
+    sb_release(&mem);
+    sb_puts(&b, "</div>\n");
 
     if (d->nc) {
         sb_puts(&b, "<h2>Largest micro-batch per cell</h2>\n<table>\n<tr><th>grad-accum</th><th class=\"l\">"
@@ -252,16 +266,18 @@ int report_render_html(const struct rdoc *d, char **out, size_t *len, char *err,
         sb_puts(&b, "</table>\n");
     }
 
-    if (d->nf) {
+    /* The choice is always marked: off the frontier, its own row is added last. */
+    int off = d->has_best && !report_best_on_frontier(d);
+    if (d->nf || off) {
         sb_printf(&b, "<h2>Pareto frontier</h2>\n<table>\n<tr><th>micro-batch</th><th>grad-accum</th>"
                       "<th class=\"l\">checkpointing</th><th>%s/s</th><th>peak memory</th><th></th></tr>\n", d->unit);
-        for (size_t i = 0; i < d->nf; i++) {
-            const struct rpoint *p = &d->f[i];
+        for (size_t i = 0; i < d->nf + (size_t)off; i++) {
+            const struct rpoint *p = i < d->nf ? &d->f[i] : &d->best;
             int chosen = d->has_best && p->mb == d->best.mb && p->ga == d->best.ga && p->ckpt == d->best.ckpt;
             sb_printf(&b, "<tr%s><td>%s</td><td>%s</td><td class=\"l\">%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n",
                       chosen ? " class=\"chosen\"" : "", report_fmt_int(x, sizeof x, p->mb), report_fmt_int(y, sizeof y, p->ga),
                       report_ckpt_word(p->ckpt), report_fmt_rate(z, sizeof z, p->sps), report_fmt_bytes(w, sizeof w, p->peak),
-                      chosen ? "chosen" : "");
+                      i >= d->nf ? "chosen (not on the frontier)" : chosen ? "chosen" : "");
         }
         sb_puts(&b, "</table>\n");
     }

@@ -66,6 +66,8 @@ struct rcell {
     int ckpt;
     int inferred;
     const char *bounded_by, *skipped;
+    int has_model;                /* "memory_model": peak = base + slope x micro-batch */
+    double model_base, model_slope;
 };
 
 struct rpoint {
@@ -104,6 +106,9 @@ struct rdoc {
     const json_t *root, *command, *host, *space, *summary, *baseline;
     struct rgate gate;            /* read from baseline; all zero when it is NULL */
     const json_t *run_with;       /* "run_with" when it is an object, else NULL */
+    const json_t *capacity;       /* "capacity" when it is an object, else NULL (older files) */
+    const json_t *warm;           /* "warm_start" when it is an object, else NULL */
+    const json_t *settings;       /* "settings" when it is an object, else NULL */
     const char *unit;             /* "samples" unless the file says */
     double wall;                  /* summary.wall_s, else the trials' sum, else NAN */
     long long exit;               /* -1: unknown */
@@ -188,6 +193,35 @@ void report_text_exit(struct sbuf *b, const struct rdoc *d);
 void report_text_config(struct sbuf *b, const struct rpoint *p);
 
 /**
+ * The warm start: used or not and why, the cache entry and the cells it
+ * seeded, the trials it saved when the file knows them; "unknown" for a
+ * file that does not say.
+ */
+void report_text_warm_start(struct sbuf *b, const struct rdoc *d);
+
+/**
+ * The settings that shaped the run beyond the search space ("settings"):
+ * steps and warm-up, the confirmation run, the worst-case mode, replay,
+ * probe, cache, the timeouts and budget, --trial-memory-limit, --gpus;
+ * "not recorded" for a file without them.
+ */
+void report_text_settings(struct sbuf *b, const struct rdoc *d);
+
+/**
+ * The device capacity in bytes the file records (the headroom rule's,
+ * "capacity.bytes"; for older files the smallest device's memory,
+ * emulated when it was), or NAN; *source (when not NULL) its source word
+ * from the file, or NULL.
+ */
+double report_capacity(const struct rdoc *d, const char **source);
+
+/** The headroom as a fraction in [0, 1), or NAN when the file lacks it. */
+double report_headroom(const struct rdoc *d);
+
+/** Whether the choice is one of the frontier's points (by configuration). */
+int report_best_on_frontier(const struct rdoc *d);
+
+/**
  * The command that uses the choice, from "run_with": its variables
  * (NAME=value, the value quoted) then its words.  Returns 1, or 0 when
  * the file does not record it (older files, no choice), and nothing is
@@ -222,6 +256,13 @@ void report_text_headline(struct sbuf *b, const struct rdoc *d, int *good);
 
 /** Whether report_text_headline() says the run was interrupted. */
 int report_headline_interrupted(const struct rdoc *d);
+
+/** Whether a cell's search was pruned ("bounded_by": "pruned", or a
+ *  "skipped" reason that starts "pruned"): its largest fit is no limit. */
+int report_cell_pruned(const struct rcell *c);
+
+/* A pruned cell's note and label: its largest fit is no limit. */
+#define PRUNED_NOTE "pruned: could not beat the fastest fit, so its limit was not searched"
 
 /**
  * A cell's notes, each appended to b through esc (the format's escaping
@@ -288,5 +329,15 @@ int report_render_html(const struct rdoc *d, char **out, size_t *len, char *err,
 void report_svg_scatter(struct sbuf *b, const struct rdoc *d);
 void report_svg_cells(struct sbuf *b, const struct rdoc *d);
 void report_svg_timeline(struct sbuf *b, const struct rdoc *d);
+
+/**
+ * Peak memory against the micro-batch (id="memory"): one class="mem"
+ * mark per fitting trial with a measured peak, each failed size (OOM,
+ * timeout, hang) a red class="failed" cross at its micro-batch, the
+ * capacity and headroom lines when known, and each cell's memory line
+ * when the file carries one.  Nothing (no <svg>) when no trial has a
+ * measured peak; returns whether it drew.
+ */
+int report_svg_memory(struct sbuf *b, const struct rdoc *d);
 
 #endif

@@ -91,6 +91,40 @@ static void junit_trial(struct sbuf *b, const struct rdoc *d, const struct rtria
     sb_printf(b, "</%s>\n    </testcase>\n", elem);
 }
 
+static void junit_property(struct sbuf *b, const char *name, struct sbuf *val)
+{
+    sb_printf(b, "      <property name=\"%s\" value=\"", name);
+    report_xml_esc(b, val->p ? val->p : "", val->len, 1);
+    sb_puts(b, "\"/>\n");
+    sb_release(val);
+}
+
+/* The facts every report states, as properties: the capacity line and
+ * its figures (empty when unknown), the warm start, the search space and
+ * the settings. */
+static void junit_facts(struct sbuf *b, const struct rdoc *d)
+{
+    struct sbuf v = SBUF_INIT;
+    const char *src;
+    double cap = report_capacity(d, &src), head = report_headroom(d);
+    report_text_capacity(&v, d);
+    junit_property(b, "capacity", &v);
+    if (!isnan(cap))
+        sb_printf(&v, "%.0f", cap);
+    junit_property(b, "capacity_bytes", &v);
+    sb_puts(&v, src ? src : "");
+    junit_property(b, "capacity_source", &v);
+    if (!isnan(head))
+        sb_printf(&v, "%g", head);
+    junit_property(b, "headroom", &v);
+    report_text_warm_start(&v, d);
+    junit_property(b, "warm_start", &v);
+    report_text_space(&v, d);
+    junit_property(b, "search_space", &v);
+    report_text_settings(&v, d);
+    junit_property(b, "settings", &v);
+}
+
 int report_render_junit(const struct rdoc *d, char **out, size_t *len, char *err, size_t errlen)
 {
     size_t failures = 0, errors = 0, skipped = 0, tests = d->nt;
@@ -151,7 +185,9 @@ int report_render_junit(const struct rdoc *d, char **out, size_t *len, char *err
     report_text_exit(&line, d);
     report_xml_esc(&b, line.p ? line.p : "", line.len, 1);
     sb_release(&line);
-    sb_puts(&b, "\"/>\n    </properties>\n");
+    sb_puts(&b, "\"/>\n");
+    junit_facts(&b, d);
+    sb_puts(&b, "    </properties>\n");
 
     for (size_t i = 0; i < d->nt; i++)
         junit_trial(&b, d, &d->t[i]);

@@ -293,8 +293,12 @@ static void md_summary(struct sbuf *b, const struct rdoc *d)
     md_fact(b, "Capacity", &line);
     sb_puts(&line, d->started_at ? d->started_at : DASH);
     md_fact(b, "Started", &line);
+    report_text_warm_start(&line, d);
+    md_fact(b, "Warm start", &line);
     report_text_space(&line, d);
     md_fact(b, "Search space", &line);
+    report_text_settings(&line, d);
+    md_fact(b, "Settings", &line);
     if (d->preset || d->config) {
         sb_puts(b, "\n- **Preset:** ");
         md_str(b, d->preset ? d->preset : DASH);
@@ -363,7 +367,8 @@ static void md_point_row(struct sbuf *line, const struct rdoc *d, const void *ct
     int chosen = d->has_best && p->mb == d->best.mb && p->ga == d->best.ga && p->ckpt == d->best.ckpt;
     sb_printf(line, "| %s | %s | %s | %s | %s | %s|\n", report_fmt_int(x, sizeof x, p->mb),
               report_fmt_int(y, sizeof y, p->ga), report_ckpt_word(p->ckpt), report_fmt_rate(z, sizeof z, p->sps),
-              report_fmt_bytes(w, sizeof w, p->peak), chosen ? "**chosen** " : "");
+              report_fmt_bytes(w, sizeof w, p->peak),
+              p == &d->best ? "**chosen** (not on the frontier) " : chosen ? "**chosen** " : "");
 }
 
 static void md_contra_row(struct sbuf *line, const struct rdoc *d, const void *ctx, size_t i)
@@ -381,20 +386,30 @@ static void md_contra_row(struct sbuf *line, const struct rdoc *d, const void *c
 static void md_frontier(struct md *m, const struct rdoc *d)
 {
     sb_puts(&m->cur, "\n## Pareto frontier\n\n");
-    if (!d->nf) {
+    /* The choice is always marked: when it is not one of the frontier's
+     * points (a faster fit with no more memory was set aside), its own row
+     * joins the table where its memory puts it. */
+    int off = d->has_best && !report_best_on_frontier(d);
+    size_t n = d->nf + (size_t)off;
+    if (!n) {
         sb_puts(&m->cur, "Empty: no trial fitted.\n");
         return;
     }
-    sb_printf(&m->cur, "Throughput against %s; **chosen** marks the choice.\n\n",
-              d->mem_axis ? "peak memory" : "micro-batch (peak memory was not measured)");
+    sb_printf(&m->cur, "Throughput against %s; **chosen** marks the choice%s.\n\n",
+              d->mem_axis ? "peak memory" : "micro-batch (peak memory was not measured)",
+              off ? ", which is not on the frontier: its row is added" : "");
     sb_printf(&m->cur, "| micro-batch | grad-accum | checkpointing | %s/s | peak memory | |\n"
                        "|---:|---:|:---|---:|---:|:---|\n", d->unit);
-    const struct rpoint **order = malloc(d->nf * sizeof *order);
+    const struct rpoint **order = malloc(n * sizeof *order);
     for (size_t i = 0; order && i < d->nf; i++)
         order[i] = &d->f[i];
+    if (order && off)
+        order[d->nf] = &d->best;
     if (order)
-        qsort(order, d->nf, sizeof *order, d->mem_axis ? cmp_point_mem : cmp_point_mb);
-    md_table(m, "frontier points", d, d->nf, order, md_point_row);
+        qsort(order, n, sizeof *order, d->mem_axis ? cmp_point_mem : cmp_point_mb);
+    else
+        n = d->nf; /* without room to order them, the file's order, the choice said above */
+    md_table(m, "frontier points", d, n, order, md_point_row);
     free(order);
 }
 

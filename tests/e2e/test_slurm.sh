@@ -98,7 +98,7 @@ assert_eq "$(jqr '.summary.trials + (.confirm | length)' "$f")" "$tasks" "array1
 assert_eq 0 "$(running)" "array1: tasks still queued or running"
 pass "array1: $want in $tasks array tasks, nothing left"
 
-from_login array4 --gpus 0,1,2,3
+from_login array4 --gpus 4
 f="$WORK/array4.json"
 assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$f")" "array4: max micro-batch"
 [ ! -s "$WORK/clash.log" ] || fail "array4: two tasks on one GPU at once: $(cat "$WORK/clash.log")"

@@ -210,6 +210,7 @@ write_conf() {
 		$overrides
 		NodeName=abnode NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:fake:$ngpus State=UNKNOWN
 		PartitionName=debug Nodes=abnode Default=YES MaxTime=INFINITE State=UP
+		PartitionName=other Nodes=abnode Default=NO MaxTime=INFINITE State=UP
 	EOF
 	: >"$dir/plugstack.conf"
 }
@@ -225,7 +226,7 @@ start_daemons() {
 		return 1
 	local deadline=$((SECONDS + START_TIMEOUT_S)) state
 	while [[ $SECONDS -lt $deadline ]]; do
-		state=$(sinfo -h -N -n abnode -o '%T' 2>/dev/null || true)
+		state=$(sinfo -h -N -n abnode -p debug -o '%T' 2>/dev/null || true)
 		[[ $state == idle ]] && break
 		sleep 0.2
 	done

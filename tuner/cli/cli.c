@@ -30,7 +30,7 @@ enum opt_id {
     O_EMULATE_WITH, O_EVENTS,
     O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_GRAD_ACCUM, O_LAUNCHER,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
-    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_SHOW_OUTPUT, O_STEPS, O_KEEP_TRACES,
+    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_SHOW_OUTPUT, O_SLURM_ARG, O_STEPS, O_KEEP_TRACES,
     O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
     O_WEBHOOK_INSECURE, O_VERSION, O_WARMUP,
     O_WORLD_SIZE, O_WORST_CASE, O_WORST_CASE_SCAN, O_WRITE,
@@ -86,6 +86,7 @@ static const struct opt cli_opts[] = {
     { "regression-threshold", OPT_STRING, 0, O_REGRESSION_THRESHOLD, T },
     { "replay", OPT_FLAG, 0, O_REPLAY, T },
     { "show-output", OPT_FLAG, 0, O_SHOW_OUTPUT, T },
+    { "slurm-arg", OPT_STRING, 0, O_SLURM_ARG, T },
     { "steps", OPT_COUNT, 0, O_STEPS, 0 },
     { "trial-memory-limit", OPT_STRING, 0, O_TRIAL_MEMORY_LIMIT, T },
     { "trial-timeout", OPT_DURATION, 0, O_TRIAL_TIMEOUT, T },
@@ -166,11 +167,16 @@ static const char cli_usage[] =
 "GPUs and clusters:\n"
 "  --gpus all|LIST       run trials side by side, each on its own GPUs (LIST: indices\n"
 "                        or UUIDs, e.g. 0,1,2,3); the boundary search proposes one\n"
-"                        size per slot a round; throughput is measured one at a time\n"
+"                        size per slot a round; throughput is measured one at a time;\n"
+"                        from a login node (job arrays) --gpus N: how many GPUs\n"
 "  --gpus-per-trial K    GPUs each trial gets (default 1)\n"
 "  --launcher local|slurm  run each trial as a Slurm job step inside an allocation,\n"
 "                        or as a task of a job array from a login node (default:\n"
 "                        slurm when SLURM_JOB_ID is set)\n"
+"  --slurm-arg ARG       a Slurm option, --name=value (repeatable): to sbatch for job\n"
+"                        arrays, and to srun for job steps unless it is the job's\n"
+"                        (--partition, --account, --qos, ...); e.g. --slurm-arg\n"
+"                        --partition=gpu --slurm-arg --mem=64G\n"
 "  --emulate-gpu-memory SIZE  make every GPU behave as one of SIZE (e.g. 24G): what\n"
 "                        fits on a smaller card, measured on a big one\n"
 "  --emulate-with preload|probe  how: an LD_PRELOAD library that caps device\n"
@@ -505,6 +511,11 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
         return cli_check_preset(arg);
     case O_CONFIG:
         p->config_path = arg;
+        break;
+    case O_SLURM_ARG: /* checked with the launcher (control/session.c) */
+        if (p->nslurm_args == PLAN_MAX_SLURM_ARGS)
+            return cli_bad("--slurm-arg given more than %d times", PLAN_MAX_SLURM_ARGS);
+        p->slurm_args[p->nslurm_args++] = arg;
         break;
     case O_KNOB:
         if (p->nknob_specs == PLAN_MAX_KNOBS)

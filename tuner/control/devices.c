@@ -2,7 +2,8 @@
 /*
  * devices: which GPUs a trial gets (devices.h).  --gpus is read as a list
  * of indices or UUIDs checked against what NVML sees, or "all" (NVML's
- * count, or under Slurm the allocation's); it is cut into slots of
+ * count, or under Slurm the allocation's), or from a login node (job
+ * arrays) as a count; it is cut into slots of
  * --gpus-per-trial devices, each named for CUDA_VISIBLE_DEVICES by UUID
  * where NVML gives one and sampled through an NVML mask.  The
  * --emulate-gpu-memory preload library is looked up beside the binary.
@@ -39,7 +40,27 @@ long devices_slots(const struct plan *plan, const struct gpu *g, int slurm,
     long num[GPU_MAX * 4]; /* an index as written, -1 for a UUID */
     char label[GPU_MAX * 4][100];
     size_t n = 0;
-    if (!strcmp(plan->gpus, "all")) {
+    if (slurm && !getenv("SLURM_JOB_ID")) {
+        /* From a login node each trial is an array task that asks for
+         * --gres=gpu:K on whatever node Slurm picks: there are no GPUs
+         * here to list or to take "all" of, only how many. */
+        char *end;
+        long count = strtol(plan->gpus, &end, 10);
+        if (!*end && plan->gpus[0] >= '0' && plan->gpus[0] <= '9' && count >= 1 &&
+            count <= GPU_MAX * 4) {
+            n = (size_t)count;
+        } else {
+            snprintf(err, errlen, "--gpus '%s' from a login node: each trial is a job array "
+                     "task given --gres=gpu:%ld on a node Slurm picks, so name no GPUs; give "
+                     "how many, e.g. --gpus 4 (--gpus-per-trial K each), or run inside an "
+                     "allocation (salloc)", plan->gpus, k);
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++) {
+            dev[i] = -1;
+            snprintf(label[i], sizeof label[i], "%zu", i);
+        }
+    } else if (!strcmp(plan->gpus, "all")) {
         const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
         long sg = slurm && getenv("SLURM_JOB_ID") ? slurm_alloc_gpus() : 0;
         if (sg > 0) {
@@ -132,8 +153,10 @@ long devices_slots(const struct plan *plan, const struct gpu *g, int slurm,
         slots[s].devices[0] = '\0';
         for (size_t i = s * (size_t)k; i < (s + 1) * (size_t)k; i++) {
             const char *id = dev[i] >= 0 && gpu_uuid(g, dev[i])[0] ? gpu_uuid(g, dev[i]) : label[i];
+            /* Slurm gives the GPUs when the trial starts (the results
+             * take them from the trial: slurm_trial_gpus) */
             if (slurm)
-                id = "slurm";
+                id = "(Slurm picks)";
             if (off < sizeof slots[s].devices)
                 off += (size_t)snprintf(slots[s].devices + off, sizeof slots[s].devices - off,
                                         "%s%s", off ? "," : "", id);

@@ -20,8 +20,11 @@ struct gpu;
  * --gpus and --gpus-per-trial as slots: groups of K devices, each with
  * its CUDA_VISIBLE_DEVICES (UUIDs where NVML gives them) and NVML mask,
  * at most max of them written to slots.  slurm: trials are Slurm job
- * steps, which get their GPUs from Slurm, so only the count matters
- * (each slot's devices read "slurm").  g: NVML's view (g->n 0 without).
+ * steps or array tasks, which get their GPUs from Slurm, so only the
+ * count matters (each slot's devices read "(Slurm picks)"); without
+ * SLURM_JOB_ID (a login node) --gpus must be that count, N (a list or
+ * "all" is refused: the tasks' nodes are Slurm's choice).  g: NVML's
+ * view (g->n 0 without).
  *
  * Returns the number of slots (0 without --gpus); -1 with a one-line
  * reason in err (a GPU that does not exist or is listed twice, a count

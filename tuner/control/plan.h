@@ -15,6 +15,7 @@
 
 #define PLAN_MAX_KNOBS 8
 #define PLAN_MAX_ACCUM 32
+#define PLAN_MAX_SLURM_ARGS 16
 
 struct plan {
     const char *preset_name;  /**< a built-in name, "auto", or a file */
@@ -53,6 +54,8 @@ struct plan {
     char gpus[256];           /**< --gpus all|LIST; "": one trial at a time */
     long gpus_per_trial;      /**< --gpus-per-trial (1) */
     const char *launcher;     /**< --launcher local|slurm; NULL: slurm inside an allocation */
+    const char *slurm_args[PLAN_MAX_SLURM_ARGS]; /**< --slurm-arg ARG, in order (checked by the session) */
+    int nslurm_args;
     uint64_t emulate_bytes;   /**< --emulate-gpu-memory; 0: the real memory */
     const char *emulate_with; /**< --emulate-with preload|probe (preload) */
     const char *events_path;  /**< --events FILE|-, or NULL */

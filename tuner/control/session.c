@@ -228,10 +228,25 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
     const struct plan *plan = s->plan;
     struct gpu *gpu = &s->gpu;
     s->slurm = plan->launcher ? !strcmp(plan->launcher, "slurm") : getenv("SLURM_JOB_ID") != NULL;
-    if (s->slurm && !strcmp(basename(plan->command[0]), "srun"))
+    int own_srun = s->slurm && !strcmp(basename(plan->command[0]), "srun");
+    if (own_srun)
         s->slurm = 0; /* the command makes its own job step */
     int slurm = s->slurm;
     why[0] = '\0';
+    /* --slurm-arg: for Slurm trials only, none that autobatch sets itself */
+    for (int i = 0; i < plan->nslurm_args; i++) {
+        if (own_srun)
+            snprintf(why, whylen, "--slurm-arg: the command runs srun itself; put the Slurm "
+                                  "options on its srun");
+        else if (!slurm)
+            snprintf(why, whylen, "--slurm-arg '%s': trials run here, not on Slurm; add "
+                                  "--launcher slurm (or run inside an allocation)",
+                     plan->slurm_args[i]);
+        else
+            slurm_arg_check(plan->slurm_args[i], plan->gpus[0] != '\0', why, whylen);
+        if (why[0])
+            return SESSION_BAD;
+    }
     s->nslots = devices_slots(plan, gpu, slurm, s->slots, SPACE_MAX_ROUND, why, whylen);
     double real_cap = gpu_capacity(gpu);
     const char *bad = NULL;

@@ -355,6 +355,11 @@ static int tune_job_env(const struct tune_run *r, struct tune_job *j)
             rc |= strvec_insert(&j->t.argv, k, pre[k]);
         if (j->slot || plan->gpus[0])
             rc |= strvec_insert(&j->t.argv, k++, gres);
+        /* --slurm-arg after ours (the user's --mem or --time wins); the
+         * job's own options (--partition, ...) are sbatch's only */
+        for (int i = 0; i < plan->nslurm_args; i++)
+            if (slurm_arg_for_step(plan->slurm_args[i]))
+                rc |= strvec_insert(&j->t.argv, k++, plan->slurm_args[i]);
         rc |= strvec_insert(&j->t.argv, k, "--");
         /* A heartbeat watchdog, as array tasks have: the step ends itself
          * when autobatch (and with it srun) was killed.  Steps an earlier
@@ -567,6 +572,10 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     struct trial_result *tr = &j->tr;
     const struct cell *cell = &space->cells[j->ci];
     long value = j->value;
+    /* the GPUs Slurm gave the step or task, where known (slurm.h) */
+    char slurm_gpus[128] = "";
+    if (r->slurm)
+        slurm_trial_gpus(j->tdir, slurm_gpus, sizeof slurm_gpus);
     /* The trial's tree is gone: its temporary config copies go too (a
      * recording trial's directory stays until its trace is read). */
     inject_trial_release(&j->t);
@@ -669,7 +678,9 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         .peak_vm_bytes = tr->peak_vm_bytes, .recorded = j->recording,
         .round = j->round, .shared = shared,
     };
-    if (j->slot)
+    if (r->slurm)
+        snprintf(rt.devices, sizeof rt.devices, "%s", slurm_gpus);
+    else if (j->slot)
         snprintf(rt.devices, sizeof rt.devices, "%s", j->slot->devices);
     if (!r->res->teardown)
         r->res->teardown = trial_isolated_name(tr->isolation);
@@ -795,7 +806,8 @@ int tune_slurm_submit(struct tune_run *r, struct tune_job *jobs, size_t n)
                                         jobs[i].tdir };
     long minutes = r->plan->trial_timeout_s > 0 ? (long)(r->plan->trial_timeout_s / 60) + 2 : 0;
     if (slurm_array_submit(tasks, n, rounddir, name, r->plan->gpus[0] ? gres : NULL, minutes,
-                           r->self, err, sizeof err)) {
+                           r->plan->slurm_args, (size_t)r->plan->nslurm_args, r->self, err,
+                           sizeof err)) {
         tune_say(r, TUNE_ERROR, "--launcher slurm: %s", err);
         return -1;
     }
@@ -846,7 +858,7 @@ void tune_event_start(const struct tune_run *r, const struct tune_job *j)
                           "checkpointing", c->checkpointing);
     if (o && j->round > 0)
         json_object_set_new(o, "round", json_integer(j->round));
-    if (o && j->slot)
+    if (o && j->slot && !r->slurm) /* Slurm's pick is known at the end (trial_end) */
         json_object_set_new(o, "devices", json_string(j->slot->devices));
     events_emit(j->confirm ? "confirm_start" : "trial_start", o);
 }

@@ -28,8 +28,8 @@
 #define SLURM_CANCEL_WAIT_S 15.0
 
 /* Run argv, its stdout into out (NUL-terminated, may be cut), stderr to
- * /dev/null.  Returns the exit status, or -1. */
-static int slurm_run(char *const *argv, char *out, size_t len)
+ * /dev/null, or into out too with err_too.  Returns the exit status, or -1. */
+static int slurm_run_into(char *const *argv, char *out, size_t len, int err_too)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC))
@@ -40,7 +40,7 @@ static int slurm_run(char *const *argv, char *out, size_t len)
         dup2(p[1], 1);
         if (devnull >= 0) {
             dup2(devnull, 0);
-            dup2(devnull, 2);
+            dup2(err_too ? p[1] : devnull, 2);
         }
         execvp(argv[0], argv);
         _exit(127);
@@ -69,6 +69,11 @@ static int slurm_run(char *const *argv, char *out, size_t len)
         if (errno != EINTR)
             return -1;
     return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
+}
+
+static int slurm_run(char *const *argv, char *out, size_t len)
+{
+    return slurm_run_into(argv, out, len, 0);
 }
 
 /* How many job steps squeue lists under name; each is cancelled when
@@ -141,6 +146,7 @@ static const char slurm_watch_sh[] =
     "kill -s KILL -- -$p 2>/dev/null||kill -s KILL $p;exit 1;fi;"
     "sleep 1;done;};"
     "(w &) </dev/null >/dev/null 2>&1;"
+    "printf '%s\\n' \"${SLURM_STEP_GPUS-}\" 2>/dev/null >\"${b%/*}/" SLURM_GPUS_FILE "\";"
     "exec \"$@\"";
 
 int slurm_step_argv(struct strvec *argv, size_t cmd_at, const char *self, const char *beat)
@@ -158,28 +164,76 @@ int slurm_step_argv(struct strvec *argv, size_t cmd_at, const char *self, const 
     return rc ? -1 : 0;
 }
 
+/*
+ * What srun and slurmstepd say, as a matter of course, about a step that
+ * autobatch ended (SIGTERM to srun): five or six lines of "error" and
+ * "aborted" that say nothing about the trial.  Only after autobatch's
+ * signal are they routine; an OOM line ("task 0: Out Of Memory") never
+ * is, nor is any other line.
+ */
+static int slurm_routine_line(const char *l)
+{
+    static const char *const prefix[] = {
+        "srun: forcing job termination", "srun: Job step aborted", "srun: got SIGCONT",
+        "srun: launch/slurm: _step_signal: Terminating StepId=",
+        "srun: Cancelled pending job step", "srun: interrupt (one more within",
+        "srun: sending Ctrl-C to", "srun: Force Terminated",
+    };
+    for (size_t i = 0; i < sizeof prefix / sizeof *prefix; i++)
+        if (!strncmp(l, prefix[i], strlen(prefix[i])))
+            return 1;
+    /* srun: error: NODE: task 0: Killed (or Terminated, or the exit code
+     * of a trainer that exits on SIGTERM) */
+    const char *t;
+    if (!strncmp(l, "srun: error: ", 13) && (t = strstr(l, ": task")) &&
+        (t = strstr(t + 6, ": ")) &&
+        (!strcmp(t, ": Killed") || !strcmp(t, ": Terminated") ||
+         !strncmp(t, ": Exited with exit code ", 24)))
+        return 1;
+    /* slurmstepd-NODE: error: *** STEP J.S ON NODE CANCELLED AT TIME *** */
+    if (!strncmp(l, "slurmstepd", 10) && (t = strstr(l, ": error: *** STEP ")) &&
+        strstr(t, " CANCELLED AT ") && strlen(l) > 4 && !strcmp(l + strlen(l) - 4, " ***"))
+        return 1;
+    return 0;
+}
+
+/* Where a routine line starts in l: at its start, or after a line of the
+ * task's that had no end yet (a progress bar redrawn with \r); NULL when
+ * l holds none. */
+static const char *slurm_routine_at(const char *l)
+{
+    if (slurm_routine_line(l))
+        return l;
+    static const char *const from[] = { "srun: ", "slurmstepd" };
+    for (size_t i = 0; i < sizeof from / sizeof *from; i++) {
+        const char *t = strstr(l, from[i]);
+        if (t && t > l && slurm_routine_line(t))
+            return t;
+    }
+    return NULL;
+}
+
+static volatile sig_atomic_t slurm_step_ended;
+
+static void slurm_on_end(int sig)
+{
+    slurm_step_ended = sig;
+}
+
+/* Write len bytes of srun's stderr on, remembering whether a line ended. */
+static void slurm_err_out(const char *b, size_t len, int *bol)
+{
+    if (!len)
+        return;
+    afile_write_all(2, b, len);
+    *bol = b[len - 1] == '\n' || b[len - 1] == '\r';
+}
+
 int slurm_step_beat(const char *beat, char *const *argv)
 {
     int fd = open(beat, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0)
         close(fd);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* The beater: dies with the command (srun), and so with autobatch,
-         * which kills srun with it; holds none of the trial's files. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        int devnull = open("/dev/null", O_RDWR);
-        for (int i = 0; i < 3 && devnull >= 0; i++)
-            dup2(devnull, i);
-        for (int i = 3; i < 1024; i++)
-            close(i);
-        while (getppid() == parent) {
-            utimensat(AT_FDCWD, beat, NULL, AT_SYMLINK_NOFOLLOW);
-            sleep(1);
-        }
-        _exit(0);
-    }
     /* CMD gets the descriptors and signals the trial gave us, not what
      * main() made of them (non-blocking output pipes, SIGPIPE ignored). */
     for (int i = 0; i < 3; i++) {
@@ -188,10 +242,215 @@ int slurm_step_beat(const char *beat, char *const *argv)
             fcntl(i, F_SETFL, fl & ~O_NONBLOCK);
     }
     signal(SIGPIPE, SIG_DFL);
-    execvp(argv[0], argv);
-    int e = errno;
-    fprintf(stderr, "autobatch: cannot run '%s': %s\n", argv[0], strerror(e));
-    return 127;
+    /* autobatch's SIGTERM (to the trial's group, srun included) is the
+     * mark after which srun's routine lines are folded; this process
+     * lives on until srun's last line. */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = slurm_on_end;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    int p[2];
+    pid_t self = getpid();
+    pid_t srun = -1;
+    if (!pipe2(p, O_CLOEXEC)) {
+        srun = fork();
+        if (srun == 0) {
+            struct sigaction dfl;
+            memset(&dfl, 0, sizeof dfl);
+            dfl.sa_handler = SIG_DFL;
+            sigaction(SIGTERM, &dfl, NULL);
+            sigaction(SIGINT, &dfl, NULL);
+            sigaction(SIGHUP, &dfl, NULL);
+            dup2(p[1], 2);
+            execvp(argv[0], argv);
+            int e = errno;
+            dprintf(2, "autobatch: cannot run '%s': %s\n", argv[0], strerror(e));
+            _exit(127);
+        }
+        close(p[1]);
+    }
+    if (srun < 0) { /* no pipe or no fork: srun in our place, unfolded */
+        if (fork() == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            while (getppid() == self) {
+                utimensat(AT_FDCWD, beat, NULL, AT_SYMLINK_NOFOLLOW);
+                sleep(1);
+            }
+            _exit(0);
+        }
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        execvp(argv[0], argv);
+        int e = errno;
+        fprintf(stderr, "autobatch: cannot run '%s': %s\n", argv[0], strerror(e));
+        return 127;
+    }
+    if (fork() == 0) {
+        /* The beater: dies with this process, which lives as long as
+         * srun; holds none of the trial's files. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int devnull = open("/dev/null", O_RDWR);
+        for (int i = 0; i < 3 && devnull >= 0; i++)
+            dup2(devnull, i);
+        for (int i = 3; i < 1024; i++)
+            close(i);
+        while (getppid() == self) {
+            utimensat(AT_FDCWD, beat, NULL, AT_SYMLINK_NOFOLLOW);
+            sleep(1);
+        }
+        _exit(0);
+    }
+    /* srun's stderr (its own lines and the task's stderr): on as it comes
+     * until autobatch ends the step, then line by line with the routine
+     * ones counted instead of shown. */
+    static char buf[65536];
+    size_t len = 0;
+    int bol = 1, hidden = 0;
+    for (;;) {
+        ssize_t n = read(p[0], buf + len, sizeof buf - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (!slurm_step_ended) {
+            slurm_err_out(buf, (size_t)n, &bol);
+            continue;
+        }
+        len += (size_t)n;
+        size_t off = 0;
+        for (;;) {
+            char *e = memchr(buf + off, '\n', len - off), *r = memchr(buf + off, '\r', len - off);
+            char *end = !e ? r : !r ? e : e < r ? e : r;
+            if (!end)
+                break;
+            *end = '\0';
+            const char *at = slurm_routine_at(buf + off);
+            *end = end == e ? '\n' : '\r';
+            if (at) { /* what came before it on the line (a progress bar) goes on */
+                slurm_err_out(buf + off, (size_t)(at - (buf + off)), &bol);
+                hidden++;
+            } else {
+                slurm_err_out(buf + off, (size_t)(end - buf) + 1 - off, &bol);
+            }
+            off = (size_t)(end - buf) + 1;
+        }
+        memmove(buf, buf + off, len - off);
+        len -= off;
+        if (len == sizeof buf) { /* one endless line: on as it is */
+            slurm_err_out(buf, len, &bol);
+            len = 0;
+        }
+    }
+    if (len) {
+        buf[len < sizeof buf ? len : len - 1] = '\0';
+        const char *at = slurm_routine_at(buf);
+        slurm_err_out(buf, at ? (size_t)(at - buf) : len, &bol);
+        hidden += at != NULL;
+    }
+    close(p[0]);
+    int ws = 0;
+    while (waitpid(srun, &ws, 0) < 0)
+        if (errno != EINTR)
+            return 127;
+    if (hidden) {
+        char line[160];
+        int l = snprintf(line, sizeof line, "%sslurm: step ended by autobatch (%d routine "
+                         "srun/slurmstepd line%s hidden)\n", bol ? "" : "\n", hidden,
+                         hidden == 1 ? "" : "s");
+        slurm_err_out(line, (size_t)l, &bol);
+    }
+    if (WIFSIGNALED(ws)) {
+        signal(WTERMSIG(ws), SIG_DFL);
+        raise(WTERMSIG(ws));
+        return 128 + WTERMSIG(ws);
+    }
+    return WEXITSTATUS(ws);
+}
+
+/*
+ * --slurm-arg.  Options autobatch itself sets on every job or step (or
+ * that would break how it follows one: output files, the environment it
+ * passes, the working directory) are refused; so are the GPU requests
+ * when --gpus gives them.  Job-level options (partition, account, ...)
+ * go to sbatch only: inside an allocation the job exists already.  An
+ * abbreviation counts as the option it abbreviates, as Slurm's getopt
+ * takes it ("--out=x" is --output).
+ */
+static const char *const slurm_ours[] = { "array", "chdir", "error", "exact", "export",
+    "input", "job-name", "kill-on-bad-exit", "ntasks", "open-mode", "output", "parsable",
+    "unbuffered", "wrap", NULL };
+static const char *const slurm_gpu_opts[] = { "gres", "gpus", "gpus-per-node",
+    "gpus-per-socket", "gpus-per-task", NULL };
+static const char *const slurm_job_only[] = { "account", "begin", "clusters", "deadline",
+    "dependency", "hold", "licenses", "mail-type", "mail-user", "nice", "no-requeue",
+    "partition", "priority", "qos", "requeue", "reservation", "time-min", "wckey", NULL };
+
+/* The entry of list that the option name (n bytes) is or abbreviates. */
+static const char *slurm_opt_in(const char *name, size_t n, const char *const *list)
+{
+    for (size_t i = 0; list[i]; i++)
+        if (n == strlen(list[i]) ? !strncmp(name, list[i], n)
+                                 : n >= 3 && n < strlen(list[i]) && !strncmp(name, list[i], n))
+            return list[i];
+    return NULL;
+}
+
+int slurm_arg_check(const char *arg, int gpus, char *err, size_t errlen)
+{
+    const char *name = arg + 2;
+    size_t n = strcspn(name, "=");
+    const char *hit;
+    if (!*arg || strspn(arg, " \t\n\r\v\f") == strlen(arg)) {
+        errbuf_set(err, errlen, "--slurm-arg is empty; give a Slurm option such as "
+                                "--slurm-arg --partition=gpu");
+        return -1;
+    }
+    if (strncmp(arg, "--", 2) || !n || name[0] == '-') {
+        errbuf_set(err, errlen, "--slurm-arg '%s': give a long option with its value after '=', "
+                                "e.g. --slurm-arg --partition=gpu", arg);
+        return -1;
+    }
+    if (strcspn(name, " \t\n\r\v\f") < n) {
+        errbuf_set(err, errlen, "--slurm-arg '%s': one option per --slurm-arg, its value after "
+                                "'=' (e.g. --slurm-arg --partition=gpu)", arg);
+        return -1;
+    }
+    if ((hit = slurm_opt_in(name, n, slurm_ours))) {
+        errbuf_set(err, errlen, "--slurm-arg '%s': autobatch sets --%s itself; drop it", arg, hit);
+        return -1;
+    }
+    if (gpus && (hit = slurm_opt_in(name, n, slurm_gpu_opts))) {
+        errbuf_set(err, errlen, "--slurm-arg '%s': --gpus and --gpus-per-trial give each trial "
+                                "its GPUs (--gres=gpu:K); drop --%s, or drop --gpus", arg, hit);
+        return -1;
+    }
+    return 0;
+}
+
+int slurm_arg_for_step(const char *arg)
+{
+    return !slurm_opt_in(arg + 2, strcspn(arg + 2, "="), slurm_job_only);
+}
+
+int slurm_trial_gpus(const char *dir, char *out, size_t len)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", dir, SLURM_GPUS_FILE);
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    if (!fgets(out, (int)len, f))
+        out[0] = '\0';
+    fclose(f);
+    out[strcspn(out, "\n")] = '\0';
+    /* indices and ranges as Slurm writes them (0,1 or 0-3), nothing else */
+    if (strspn(out, "0123456789,-") != strlen(out))
+        out[0] = '\0';
+    return out[0] ? 0 : -1;
 }
 
 /* Is pid gone here (not merely someone else's)? */
@@ -341,7 +600,12 @@ static int slurm_write_task(const struct slurm_task *t, const char *path, const 
         strvec_shell_word(f, t->envp[i]);
         fputc('\n', f);
     }
-    fputs("ab_stamp=", f);
+    /* the GPUs Slurm gave the task, for the results (slurm_trial_gpus) */
+    fputs("printf '%s\\n' \"${SLURM_JOB_GPUS-${SLURM_STEP_GPUS-}}\" 2>/dev/null >", f);
+    char gpus[4300];
+    snprintf(gpus, sizeof gpus, "%s/%s", t->dir, SLURM_GPUS_FILE);
+    strvec_shell_word(f, gpus);
+    fputs("\nab_stamp=", f);
     strvec_shell_word(f, self ? self : "");
     /* tried first on nothing: a binary that cannot run here must not
      * leave the command writing into a closed pipe */
@@ -376,7 +640,8 @@ static int slurm_write_task(const struct slurm_task *t, const char *path, const 
 }
 
 int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir, const char *name,
-                       const char *gres, long minutes, const char *self, char *err, size_t errlen)
+                       const char *gres, long minutes, const char *const *extra, size_t nextra,
+                       const char *self, char *err, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
         char script[4300], beat[4300];
@@ -418,7 +683,7 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
     snprintf(output, sizeof output, "--output=%s/out-%%a.log", rounddir);
     snprintf(g, sizeof g, "--gres=%s", gres ? gres : "");
     snprintf(t, sizeof t, "--time=%ld", minutes);
-    char *argv[12];
+    char *argv[12 + SLURM_MAX_ARGS];
     size_t k = 0;
     argv[k++] = "sbatch";
     argv[k++] = "--parsable";
@@ -430,12 +695,21 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
         argv[k++] = g;
     if (minutes > 0)
         argv[k++] = t;
+    /* the user's last, so that --time=... wins over ours */
+    for (size_t i = 0; i < nextra && i < SLURM_MAX_ARGS; i++)
+        argv[k++] = (char *)extra[i];
     argv[k++] = array;
     argv[k] = NULL;
-    char out[256];
-    int rc = slurm_run(argv, out, sizeof out);
-    long id = strtol(out, NULL, 10);
+    /* sbatch's errors and warnings too: a partition or account it
+     * refuses is said in its words */
+    char out[2048];
+    int rc = slurm_run_into(argv, out, sizeof out, 1);
+    long id = 0;
+    for (const char *l = out; *l && id <= 0; l += strcspn(l, "\n"), l += *l == '\n')
+        if (*l >= '0' && *l <= '9')
+            id = strtol(l, NULL, 10);
     if (rc != 0 || id <= 0) {
+        out[strcspn(out, "\n")] = '\0';
         errbuf_set(err, errlen, "sbatch failed (exit %d): %s", rc, out[0] ? out : "no job id");
         return -1;
     }
@@ -580,7 +854,53 @@ struct slurm_pace {
     size_t len;
     int have_offset;
     double offset;     /* local time = task stamp + offset */
+    int fold;          /* autobatch cancelled the task: Slurm's routine line is counted */
+    int hidden;        /* ... so many */
+    int bol;           /* what was handed on ended a line (or nothing was) */
 };
+
+/* Hand len bytes on to the trial. */
+static void slurm_pace_out(struct slurm_pace *p, const char *b, size_t len)
+{
+    if (!len)
+        return;
+    afile_write_all(1, b, len);
+    p->bol = b[len - 1] == '\n' || b[len - 1] == '\r';
+}
+
+/* Bytes of Slurm's own (no record) on to the trial; once autobatch has
+ * cancelled the task, without the line that says so,
+ * "slurmstepd-NODE: error: *** JOB J ON NODE CANCELLED AT TIME ***". */
+static void slurm_pace_plain(struct slurm_pace *p, const char *b, size_t len)
+{
+    while (p->fold && len) {
+        const char *nl = memchr(b, '\n', len);
+        if (!nl)
+            break;
+        size_t n = (size_t)(nl - b);
+        const char *t = memmem(b, n, ": error: *** JOB ", 17);
+        if (n > 14 && !strncmp(b, "slurmstepd", 10) && t && memmem(t, n - (size_t)(t - b),
+                                                                   " CANCELLED AT ", 14) &&
+            !memcmp(nl - 4, " ***", 4))
+            p->hidden++;
+        else
+            slurm_pace_out(p, b, n + 1);
+        b += n + 1;
+        len -= n + 1;
+    }
+    slurm_pace_out(p, b, len);
+}
+
+/* The one line that stands for what slurm_pace_plain() left out. */
+static void slurm_pace_said(struct slurm_pace *p)
+{
+    if (!p->hidden)
+        return;
+    printf("%sslurm: task ended by autobatch (%d routine slurmstepd line%s hidden)\n",
+           p->bol ? "" : "\n", p->hidden, p->hidden == 1 ? "" : "s");
+    fflush(stdout);
+    p->hidden = 0;
+}
 
 /* Read what the output file gained, as far as the buffer has room. */
 static void slurm_pace_read(struct slurm_pace *p, const char *path)
@@ -617,7 +937,7 @@ static double slurm_pace_run(struct slurm_pace *p, double now, int flush)
             /* bytes of no record: up to the next mark (a stray mark alone) */
             const char *e = left > 1 ? memchr(b + 1, SLURM_STAMP_MARK, left - 1) : NULL;
             size_t r = e ? (size_t)(e - b) : left;
-            afile_write_all(1, b, r);
+            slurm_pace_plain(p, b, r);
             off += r;
             continue;
         }
@@ -626,7 +946,7 @@ static double slurm_pace_run(struct slurm_pace *p, double now, int flush)
                 break;
             /* the task ended in the middle of a record: what there is */
             if (k > 0)
-                afile_write_all(1, b + hl, left - hl);
+                slurm_pace_out(p, b + hl, left - hl);
             off = p->len;
             break;
         }
@@ -641,7 +961,7 @@ static double slurm_pace_run(struct slurm_pace *p, double now, int flush)
         }
         if (!flush && now - due > SLURM_PACE_LATE_S)
             p->offset += now - due;
-        afile_write_all(1, b + hl, n);
+        slurm_pace_out(p, b + hl, n);
         off += hl + n;
     }
     if (off) {
@@ -704,7 +1024,7 @@ int slurm_follow(const char *job, const char *out, const char *beat)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
-    struct slurm_pace pace = { .fd = -1 };
+    struct slurm_pace pace = { .fd = -1, .bol = 1 };
     int misses = 0;
     double cancel_at = 0, last_look = 0;
     char said[128] = "";
@@ -720,9 +1040,11 @@ int slurm_follow(const char *job, const char *out, const char *beat)
             char *cancel[] = { "scancel", (char *)job, NULL };
             slurm_run(cancel, NULL, 0);
             cancel_at = now;
+            pace.fold = 1;
         }
         if (cancel_at && now - cancel_at > SLURM_CANCEL_WAIT_S) {
             slurm_pace_drain(&pace, out, 1);
+            slurm_pace_said(&pace);
             return 143;
         }
         if (now - last_look >= (cancel_at ? 0.2 : 1.0)) {
@@ -731,6 +1053,7 @@ int slurm_follow(const char *job, const char *out, const char *beat)
             if (slurm_show(job, text, sizeof text)) {
                 if (++misses >= 3) {
                     slurm_pace_drain(&pace, out, 0);
+                    slurm_pace_said(&pace);
                     printf("autobatch: slurm job %s is no longer known to Slurm\n", job);
                     return cancel_at ? 143 : 1;
                 }
@@ -739,7 +1062,8 @@ int slurm_follow(const char *job, const char *out, const char *beat)
                 slurm_field(text, "JobState", state, sizeof state);
                 slurm_field(text, "Reason", reason, sizeof reason);
                 slurm_field(text, "ExitCode", code, sizeof code);
-                if (!strcmp(state, "PENDING") && strcmp(said, reason)) {
+                /* "None": about to start, nothing to wait for yet */
+                if (!strcmp(state, "PENDING") && strcmp(said, reason) && strcmp(reason, "None")) {
                     /* said once per reason: waiting in the queue is output,
                      * so the hang timeout does not end a trial that waits */
                     snprintf(said, sizeof said, "%s", reason);
@@ -749,6 +1073,7 @@ int slurm_follow(const char *job, const char *out, const char *beat)
                 if (!slurm_active(state)) {
                     usleep(200000); /* the last lines of the output file */
                     slurm_pace_drain(&pace, out, 0);
+                    slurm_pace_said(&pace);
                     return cancel_at ? 143 : slurm_exit_status(job, state, code);
                 }
             }

@@ -64,10 +64,18 @@ int slurm_sweep_steps(const char *name, double max_s);
 int slurm_step_argv(struct strvec *argv, size_t cmd_at, const char *self, const char *beat);
 
 /**
- * `autobatch __slurm-step BEAT -- CMD...`: creates BEAT, forks a beater
- * that touches it once a second until this process (CMD, exec'd in its
- * place, keeping the pid) dies, then execs CMD.  Returns only when the
- * exec failed (127, said on stderr).
+ * `autobatch __slurm-step BEAT -- CMD...` (CMD is srun): creates BEAT,
+ * starts CMD with its stderr through a pipe, and forks a beater that
+ * touches BEAT once a second while this process lives.  It lives until
+ * CMD ended, passing CMD's stderr on as it comes; once autobatch's
+ * SIGTERM (or SIGINT, SIGHUP) came, which srun gets too, the routine
+ * lines of a step being ended (`srun: forcing job termination`, `srun:
+ * Job step aborted ...`, `slurmstepd-N: error: *** STEP J.S ON N
+ * CANCELLED AT ... ***`, `srun: error: N: task 0: Killed`, ...) are
+ * counted instead and said as one line at the end, `slurm: step ended by
+ * autobatch (K routine srun/slurmstepd lines hidden)`; any other line
+ * (an OOM, `task 0: Out Of Memory`) is passed on.  Returns CMD's exit
+ * status (dies of CMD's signal), 127 when CMD could not be run.
  */
 int slurm_step_beat(const char *beat, char *const *argv);
 
@@ -89,6 +97,36 @@ int slurm_cancel_wait(const char *job, double max_s);
 /** The GPUs of the allocation SLURM_JOB_ID (scontrol), or 0 unknown. */
 long slurm_alloc_gpus(void);
 
+/** At most this many --slurm-arg options reach sbatch or srun. */
+#define SLURM_MAX_ARGS 16
+
+/**
+ * Check one --slurm-arg option before the first trial: a long option
+ * (`--name=value`, or `--flag`), one per argument, none that autobatch
+ * sets itself (--array, --output, --job-name, --ntasks, --export, ...)
+ * nor, with gpus (--gpus given), a GPU request (--gres, --gpus*).
+ * Returns 0, or -1 with a one-line error that names the fix.
+ */
+int slurm_arg_check(const char *arg, int gpus, char *err, size_t errlen);
+
+/**
+ * Whether a checked --slurm-arg applies to job steps too (srun inside an
+ * allocation): 0 for options of a job as a whole (--partition, --account,
+ * --qos, --reservation, --mail-*, --begin, ...), which only sbatch gets.
+ */
+int slurm_arg_for_step(const char *arg);
+
+/**
+ * The GPUs Slurm gave a trial, as its job step or array task saw them on
+ * the node (SLURM_STEP_GPUS; SLURM_JOB_GPUS for a task): the step's
+ * watchdog and the task's script write them to DIR/SLURM_GPUS_FILE before
+ * the command starts.  Returns 0 with indices such as "0,1" in out; -1
+ * with out empty when unknown (no GPUs, or a node that does not share
+ * the trial directory).
+ */
+#define SLURM_GPUS_FILE "slurm-gpus"
+int slurm_trial_gpus(const char *dir, char *out, size_t len);
+
 /** One trial of an array: what to run, and where its files go. */
 struct slurm_task {
     struct strvec *argv;   /**< the command; replaced by the follower */
@@ -102,11 +140,14 @@ struct slurm_task {
  * tasks' output files in `rounddir`, which must outlive the round), each
  * task with
  * `gres` (e.g. "gpu:1", or NULL) and a time limit of `minutes` (0: the
- * partition's), then point each task's argv at the follower (`self`, the
- * autobatch binary).  Returns 0; -1 with a one-line reason in err.
+ * partition's), and the user's options extra[0..nextra) (--slurm-arg,
+ * checked; after autobatch's own, so that theirs win), then point each
+ * task's argv at the follower (`self`, the autobatch binary).  Returns 0;
+ * -1 with a one-line reason in err (sbatch's own error when it refused).
  */
 int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir, const char *name,
-                       const char *gres, long minutes, const char *self, char *err, size_t errlen);
+                       const char *gres, long minutes, const char *const *extra, size_t nextra,
+                       const char *self, char *err, size_t errlen);
 
 /**
  * The follower, `autobatch __slurm-follow JOB OUT BEAT` (see above): job

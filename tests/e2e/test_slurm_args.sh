@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Slurm options and what a user sees of Slurm, on a real single-node
+# cluster (tests/slurm/cluster.sh, partitions debug and other):
+# --slurm-arg reaches sbatch (job arrays: --partition, --time) and srun
+# (job steps: --mem, not --partition); a bad --slurm-arg, or --gpus
+# naming GPUs from a login node, is refused before the first trial with
+# exit 2; srun's and slurmstepd's routine lines about a step or task that
+# autobatch ended are folded into one line; trials[].devices holds the
+# GPU indices Slurm gave each trial.
+source "$(dirname "$0")/lib.sh"
+slurm_cluster 4 slurmargs
+
+cat >"$WORK/train.sh" <<SH
+#!/bin/sh
+tres=-
+[ -n "\$SLURM_STEP_ID" ] && tres=\$(scontrol show step -o "\$SLURM_JOB_ID.\$SLURM_STEP_ID" | tr ' ' '\n' | grep '^TRES=')
+echo "\$AUTOBATCH_TRIAL \${SLURM_JOB_ID:-none} \${CUDA_VISIBLE_DEVICES:--} \$tres" >>"$WORK/steps.log"
+exec "$SIMTRAIN" --capacity 24G --startup-time 0.3s --output_dir "$WORK/out" "\$@"
+SH
+chmod +x "$WORK/train.sh"
+want=$("$SIMTRAIN" --capacity 24G --print-max)
+jobs_seen() { squeue -h -t all -o '%j' | grep -c '^autobatch' || true; }
+
+# Refused before the first trial (no trial ran, no job was submitted),
+# exit 2, the line naming the fix.
+refused() { # what, expected text, autobatch args...
+  local rc=0 before
+  : >"$WORK/steps.log"
+  before=$(jobs_seen)
+  "$AUTOBATCH" --no-cache --batch 1:8 "${@:3}" -- "$WORK/train.sh" >"$WORK/bad.out" 2>&1 || rc=$?
+  assert_eq 2 "$rc" "$1: exit status ($(cat "$WORK/bad.out"))"
+  grep -qF -- "$2" "$WORK/bad.out" || fail "$1: expected '$2' in: $(cat "$WORK/bad.out")"
+  assert_eq 1 "$(wc -l <"$WORK/bad.out")" "$1: lines of output"
+  [ ! -s "$WORK/steps.log" ] || fail "$1: a trial ran"
+  assert_eq "$before" "$(jobs_seen)" "$1: jobs submitted"
+}
+refused "--array" "autobatch sets --array itself; drop it" --launcher slurm --slurm-arg --array=0-9
+refused "abbreviated --output" "autobatch sets --output itself" --launcher slurm --slurm-arg=--out=x.log
+refused "--job-name" "autobatch sets --job-name itself" --launcher slurm --slurm-arg --job-name=x
+refused "--wrap" "autobatch sets --wrap itself" --launcher slurm --slurm-arg --wrap=true
+refused "whitespace" "--slurm-arg is empty" --launcher slurm --slurm-arg ' '
+refused "short option" "give a long option with its value after '='" --launcher slurm --slurm-arg -p
+refused "value after a space" "one option per --slurm-arg" --launcher slurm --slurm-arg '--partition other'
+refused "--gres with --gpus" "drop --gres, or drop --gpus" --launcher slurm --gpus 2 --slurm-arg --gres=gpu:1
+refused "no Slurm" "add --launcher slurm" --slurm-arg --partition=other
+refused "--launcher local" "add --launcher slurm" --launcher local --slurm-arg --mem=1G
+refused "--gpus list from a login node" "from a login node: each trial is a job array task given --gres=gpu:1" \
+  --launcher slurm --gpus 0,1
+refused "--gpus all from a login node" "give how many, e.g. --gpus 4" --launcher slurm --gpus all
+refused "sbatch refuses" "sbatch: error: invalid partition specified: nope" --launcher slurm --slurm-arg --partition=nope
+pass "bad --slurm-arg and --gpus lists on a login node: one line, exit 2, no trial"
+
+# Each trial's devices: what its step or task saw (CUDA_VISIBLE_DEVICES
+# is the node's index here: ConstrainDevices=no).
+devices_match() { # name
+  local f="$WORK/$1.json" id dev want_dev n=0
+  while read -r id dev; do
+    want_dev=$(awk -v t="$id" '$1 == t { d = $3 } END { print d }' "$WORK/steps.log")
+    [ -n "$want_dev" ] || fail "$1: trial $id is not in steps.log"
+    assert_eq "$want_dev" "$dev" "$1: trial $id's devices"
+    n=$((n + 1))
+  done < <(jq -r '(.trials + (.confirm // []))[] | "\(.id) \(.devices)"' "$f")
+  [ "$n" -ge 3 ] || fail "$1: only $n trials"
+}
+# Slurm's routine lines about a step or task that autobatch ended are one
+# line; none of them shows.
+folded() { # name, expected fold line
+  local out="$WORK/$1.out"
+  grep -q "^$2" "$out" || fail "$1: no '$2' line: $(tail -5 "$out")"
+  if grep -E "forcing job termination|Job step aborted|CANCELLED AT|task 0: Killed|_step_signal" "$out"; then
+    fail "$1: routine Slurm lines shown"
+  fi
+  return 0
+}
+
+# From the login node: the partition and time limit reach every array
+# task; --gpus 2 gives two tasks a round, each on the GPU Slurm picked.
+: >"$WORK/steps.log"
+"$AUTOBATCH" --launcher slurm --gpus 2 --slurm-arg --partition=other --slurm-arg --time=7 \
+  --no-cache --preset hf --batch 1:128 --warmup 1 --steps 3 --json "$WORK/array.json" \
+  -- "$WORK/train.sh" >"$WORK/array.out" 2>&1 || fail "array: exited $? ($(tail -5 "$WORK/array.out"))"
+assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$WORK/array.json")" "array: max micro-batch"
+parts=$(squeue -h -t all -o '%j %P %l' | awk '$1 ~ /^autobatch/ { print $2, $3 }' | sort -u)
+assert_eq "other 7:00" "$parts" "array: partition and time limit of the tasks"
+devices_match array
+folded array "slurm: task ended by autobatch (1 routine slurmstepd line hidden)"
+pass "array: --partition=other --time=7 on every task; devices from Slurm; routine lines folded"
+
+# Inside an allocation: --mem reaches the steps, --partition (the job's)
+# does not reach srun; two steps side by side.
+: >"$WORK/steps.log"
+salloc -N1 -n2 --gres=gpu:2 -t 10 -J ab-args -- \
+  "$AUTOBATCH" --no-cache --preset hf --batch 1:128 --warmup 1 --steps 3 --gpus all \
+  --slurm-arg --partition=other --slurm-arg --mem=200M --json "$WORK/steps.json" \
+  -- "$WORK/train.sh" >"$WORK/steps.out" 2>&1 || fail "steps: exited $? ($(tail -5 "$WORK/steps.out"))"
+assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$WORK/steps.json")" "steps: max micro-batch"
+assert_eq "TRES=cpu=1,mem=200M,node=1" "$(awk '{ print $4 }' "$WORK/steps.log" | sort -u)" "steps: each step's TRES"
+squeue -h -t all -o '%j %P' | grep -q '^ab-args debug' || fail "steps: the allocation's partition changed"
+devices_match steps
+folded steps "slurm: step ended by autobatch ([0-9]* routine srun/slurmstepd lines hidden)"
+pass "steps: --mem=200M on every step, --partition kept for sbatch; devices from Slurm; routine lines folded"
+
+# An OOM that Slurm itself reports (the step's cgroup) still shows and
+# counts as an OOM, folded or not.
+if [ "$AB_SLURM_PROCTRACK" = cgroup ]; then
+  cat >"$WORK/hog.sh" <<'SH'
+#!/bin/sh
+echo "step 1/3"
+exec python3 -c 'x = bytearray(400 << 20); import time; time.sleep(5)'
+SH
+  chmod +x "$WORK/hog.sh"
+  rc=0
+  salloc -N1 -n1 -t 5 -J ab-oom -- "$AUTOBATCH" --no-cache --preset env --knob micro_batch=MB \
+    --batch 1:1 --no-confirm --slurm-arg --mem=100M --json "$WORK/oom.json" \
+    -- "$WORK/hog.sh" >"$WORK/oom.out" 2>&1 || rc=$?
+  assert_eq oom "$(jqr '.trials[0].outcome' "$WORK/oom.json")" "oom: outcome ($(tail -5 "$WORK/oom.out"))"
+  jqr '.trials[0].signature' "$WORK/oom.json" | grep -q '^slurm-' || fail "oom: signature $(jqr '.trials[0].signature' "$WORK/oom.json")"
+  pass "oom: Slurm's cgroup OOM in a step with --slurm-arg --mem=100M is an OOM ($(jqr '.trials[0].signature' "$WORK/oom.json"))"
+fi

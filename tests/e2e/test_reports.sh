@@ -72,7 +72,9 @@ jqr '.run_with.command | join(" ")' "$WORK/r1.json" | grep -q -- "--capacity 8G 
 grep -q "^<h2>Run with</h2>" "$WORK/r1.html" || fail "html: no Run with section"
 grep -q -- "--per_device_train_batch_size $best --gradient_accumulation_steps 1</pre>" "$WORK/r1.html" \
   || fail "html: the command with the choice is missing"
-grep -q "^<tr><th>Capacity</th><td>no GPU: capacity unknown; headroom 0%" "$WORK/r1.html" || fail "html: no capacity line"
+# no GPU, but simtrain's OOM messages say the device's total: the capacity the search learnt
+assert_eq "oom-message 8589934592" "$(jqr '"\(.capacity.source) \(.capacity.bytes)"' "$WORK/r1.json")" "capacity in the results"
+grep -q "^<tr><th>Capacity</th><td>no GPU: 8.0 GiB (from the OOM messages); headroom 0%" "$WORK/r1.html" || fail "html: no capacity line"
 grep -q "^- \*\*Capacity:\*\* " "$WORK/r1.md" || fail "markdown: no capacity line"
 timeout 120 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=1600,900 \
   --screenshot="$WORK/wide.png" "file://$WORK/r1.html" >/dev/null 2>&1 || true
@@ -105,6 +107,60 @@ ink = sum(1 for r in rows for x in range(1000, w - 20) if min(r[x * bpp:x * bpp 
 assert ink > 2000, ink
 PYEOF
 pass "reports: run_with in the results, Run with and capacity in html and markdown, a wide page"
+
+# --- the reports agree with the terminal (issue 28): the capacity learnt
+# from the OOM messages and what --headroom excluded, a pruned cell said to
+# be pruned, failed sizes and the memory chart in the HTML, the warm start
+# and the settings everywhere
+run_b() {
+  "$AUTOBATCH" --batch 1:512 --checkpointing both --headroom 10 --json "$WORK/$1.json" \
+    --markdown "$WORK/$1.md" --html "$WORK/$1.html" --junit "$WORK/$1.xml" \
+    -- "$SIMTRAIN" --capacity 24G --report --ckpt-slowdown 3 >"$WORK/$1.err" 2>&1 || fail "$1: exit $?"
+}
+run_b b1
+said=$(sed -n 's/.*--headroom 10% excluded \([0-9]*\) fitting configuration.*/\1/p' "$WORK/b1.err")
+[ -n "$said" ] || fail "b1: the terminal did not say what --headroom excluded: $(tail -5 "$WORK/b1.err")"
+assert_eq "oom-message 25769803776 $said" "$(jqr '"\(.capacity.source) \(.capacity.bytes) \(.capacity.excluded)"' "$WORK/b1.json")" \
+  "results: capacity, source and exclusions as the terminal said"
+grep -q "^- \*\*Capacity:\*\* no GPU: 24.0 GiB (from the OOM messages); headroom 10%: fits may peak at up to 21.6 GiB; it excluded $said fitting configuration" "$WORK/b1.md" \
+  || fail "markdown: the capacity line disagrees with the terminal: $(grep Capacity "$WORK/b1.md")"
+grep -q '<property name="capacity_source" value="oom-message"/>' "$WORK/b1.xml" || fail "junit: no capacity_source property"
+grep -q '<property name="settings" value="5 measured steps after 2 warm-up;' "$WORK/b1.xml" || fail "junit: no settings property"
+grep -q "^- \*\*Warm start:\*\* not used: nothing cached" "$WORK/b1.md" || fail "markdown: warm start of a first run"
+grep -q "^- \*\*Settings:\*\* 5 measured steps after 2 warm-up; confirm the choice: 20 steps or 60.0 s;" "$WORK/b1.md" \
+  || fail "markdown: no settings line"
+[ "$(jqr '[.max_fit[] | select(.bounded_by == "pruned")] | length' "$WORK/b1.json")" = 1 ] \
+  || fail "b1: no pruned cell to check (the search changed?): $(jqr '.max_fit' "$WORK/b1.json")"
+grep -q '^| 1 | on | ≥ [0-9]* | — | [0-9]* | pruned: could not beat the fastest fit' "$WORK/b1.md" \
+  || fail "markdown: the pruned cell is not said to be pruned: $(grep '^| 1 | on' "$WORK/b1.md")"
+if grep -q 'top of the range' "$WORK/b1.md" "$WORK/b1.html"; then fail "a pruned cell is called the top of the range"; fi
+grep -q '<g class="cell pruned">' "$WORK/b1.html" || fail "html: the pruned bar is not marked"
+fails=$(jqr '[.trials[] | select(.outcome == "oom")] | length' "$WORK/b1.json")
+[ "$fails" -gt 0 ] || fail "b1: no failed size"
+# each failed size: a cross in the throughput chart and one in the memory chart
+assert_eq $((2 * fails)) "$(grep -o 'class="failed"' "$WORK/b1.html" | wc -l)" "html: failed-size markers"
+grep -q '<svg id="memory"' "$WORK/b1.html" || fail "html: no memory chart though memory was measured"
+assert_eq "$(jqr '[.trials[] | select(.outcome == "fit" and .peak_mem_bytes != null)] | length' "$WORK/b1.json")" \
+  "$(grep -o 'class="mem"' "$WORK/b1.html" | wc -l)" "html: one memory mark per measured fit"
+assert_eq 2 "$(grep -o 'class="capacity"' "$WORK/b1.html" | wc -l)" "html: the capacity line in both charts"
+assert_eq 2 "$(grep -o 'class="model"' "$WORK/b1.html" | wc -l)" "html: each cell's memory line"
+run_b b2
+key=$(jqr '.warm_start.cache_key' "$WORK/b2.json")
+assert_eq "true" "$(jqr '.warm_start.used' "$WORK/b2.json")" "the second run starts warm"
+grep -q "^- \*\*Warm start:\*\* used: the search started from the boundaries cached by an earlier run (2 cells), cache entry $key" \
+  "$WORK/b2.md" || fail "markdown: the warm start is not shown: $(grep 'Warm start' "$WORK/b2.md")"
+grep -q "<property name=\"warm_start\" value=\"used: " "$WORK/b2.xml" || fail "junit: no warm_start property"
+pass "reports agree with the terminal: capacity from OOM messages, --headroom exclusions, pruned cell, failed sizes, memory chart, warm start, settings"
+
+# --- --trial-memory-limit with messages that carry no figures: the limit is the capacity, unchecked
+"$AUTOBATCH" --quiet --no-cache --batch 1:64 --trial-memory-limit 2G --headroom 10 --json "$WORK/m.json" \
+  --markdown "$WORK/m.md" -- "$SIMTRAIN" --capacity 8G --oom-style cpu >"$WORK/m.err" 2>&1 || fail "m: exit $?"
+grep -q "headroom could not be checked" "$WORK/m.err" || fail "m: the terminal did not warn of an unchecked headroom"
+assert_eq "trial-memory-limit 2147483648 false" \
+  "$(jqr '"\(.capacity.source) \(.capacity.bytes) \(.capacity.headroom_checked)"' "$WORK/m.json")" "results: capacity from --trial-memory-limit"
+grep -q "^- \*\*Capacity:\*\* no GPU: 2.0 GiB (--trial-memory-limit); headroom 10%: fits may peak at up to 1.8 GiB; not checked" \
+  "$WORK/m.md" || fail "markdown: no capacity from --trial-memory-limit: $(grep Capacity "$WORK/m.md")"
+pass "--trial-memory-limit: the capacity and an unchecked headroom in the results and the report"
 
 # --- the webhook got the Slack payload, signed and with a delivery id
 "$PY" - "$WORK/hooks.jsonl" "$AUTOBATCH_WEBHOOK_SECRET" <<'PYEOF' || fail "webhook delivery"

@@ -948,6 +948,162 @@ static double time_scatter(size_t n, void *ctx)
     return t;
 }
 
+/* ------------------------------------------------------------------ */
+/* Reports that agree with the terminal (issue 28).                    */
+
+/* The capacity learnt from the OOM messages, what --headroom excluded by
+ * the run's own count, the warm start and the settings, in every format. */
+static void test_capacity_source(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-pruned.json");
+    char *md = render(doc, REPORT_MARKDOWN, NULL), *html, *xml;
+    assert_non_null(strstr(md, "\n- **Capacity:** no GPU: 24.0 GiB (from the OOM messages); headroom 10%: fits may "
+                               "peak at up to 21.6 GiB; it excluded 2 fitting configurations: 80 \xc3\x97 1 (peak "
+                               "24.0 GiB), 72 \xc3\x97 1 (peak 22.0 GiB); the choice peaks at 21.0 GiB, 87.5% of "
+                               "24.0 GiB\n"));
+    assert_null(strstr(md, "capacity unknown"));
+    assert_non_null(strstr(md, "\n- **Warm start:** not used: nothing cached for this command, config, GPUs and "
+                               "batch range\n"));
+    assert_non_null(strstr(md, "\n- **Settings:** 5 measured steps after 2 warm-up; confirm the choice: 20 steps or "
+                               "60.0 s; worst case auto (scan up to 30.0 s); replay off; probe on; cache on; trial "
+                               "timeout 1200 s, hang timeout 300 s, kill grace 3.00 s; budget none; trial memory "
+                               "limit none\n"));
+    html = render(doc, REPORT_HTML, NULL);
+    assert_non_null(strstr(html, "<tr><th>Capacity</th><td>no GPU: 24.0 GiB (from the OOM messages); headroom 10%"));
+    assert_non_null(strstr(html, "<tr><th>Warm start</th><td>not used"));
+    assert_non_null(strstr(html, "<tr><th>Settings</th><td>5 measured steps after 2 warm-up;"));
+    xml = render(doc, REPORT_JUNIT, NULL);
+    assert_non_null(strstr(xml, "<property name=\"capacity_bytes\" value=\"25769803776\"/>"));
+    assert_non_null(strstr(xml, "<property name=\"capacity_source\" value=\"oom-message\"/>"));
+    assert_non_null(strstr(xml, "<property name=\"headroom\" value=\"0.1\"/>"));
+    assert_non_null(strstr(xml, "<property name=\"capacity\" value=\"no GPU: 24.0 GiB (from the OOM messages);"));
+    assert_non_null(strstr(xml, "<property name=\"warm_start\" value=\"not used: "));
+    assert_non_null(strstr(xml, "<property name=\"settings\" value=\"5 measured steps after 2 warm-up;"));
+    free(md);
+    free(html);
+    free(xml);
+
+    /* The same figure from --trial-memory-limit, which the choice did not
+     * measure against: nothing is named as excluded. */
+    json_t *cap = json_object_get(doc, "capacity");
+    json_object_set_new(cap, "bytes", json_integer(2LL << 30));
+    json_object_set_new(cap, "source", json_string("trial-memory-limit"));
+    json_object_set_new(cap, "headroom_checked", json_false());
+    json_object_set_new(cap, "excluded", json_null());
+    md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "- **Capacity:** no GPU: 2.0 GiB (--trial-memory-limit); headroom 10%: fits may peak "
+                               "at up to 1.8 GiB; not checked: the choice had no capacity to measure against;"));
+    assert_null(strstr(md, "excluded"));
+    free(md);
+    json_decref(doc);
+
+    /* A warm start, with its cache entry. */
+    doc = fixture("results-warm.json");
+    md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "\n- **Warm start:** used: the search started from the boundaries cached by an "
+                               "earlier run (2 cells), cache entry db1fab442fd503fb "
+                               "(/tmp/fx/cache/autobatch/db1fab442fd503fb.json); the trials it saved are not known\n"));
+    assert_non_null(strstr(md, "; it excluded 4 fitting configurations: "));
+    free(md);
+    /* --no-cache says why it was not used */
+    json_object_set_new(json_object_get(doc, "warm_start"), "used", json_false());
+    json_object_set_new(json_object_get(doc, "settings"), "cache", json_false());
+    md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "\n- **Warm start:** not used (--no-cache)\n"));
+    free(md);
+    json_decref(doc);
+}
+
+/* A pruned cell says it was pruned, in the tables and the chart. */
+static void test_pruned_cell(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-pruned.json");
+    char *md = render(doc, REPORT_MARKDOWN, NULL), *html = render(doc, REPORT_HTML, NULL);
+    assert_non_null(strstr(md, "\n| 1 | on | \xe2\x89\xa5 160 | \xe2\x80\x94 | 1 | pruned: could not beat the fastest "
+                               "fit, so its limit was not searched; by the step-time line, no size it could fit "
+                               "would beat the fastest point measured |\n"));
+    assert_null(strstr(md, "top of the range"));
+    assert_null(strstr(html, "top of the range"));
+    assert_int_equal(count(html, "<g class=\"cell pruned\">"), 1);
+    assert_non_null(strstr(html, ">pruned: could not beat the fastest fit</text>"));
+    assert_non_null(strstr(html, ">\xe2\x89\xa5" "160 pruned</text>"));
+    free(md);
+    free(html);
+    json_decref(doc);
+}
+
+/* The choice is always marked: off the frontier, its own row is added. */
+static void test_choice_off_frontier(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-pruned.json");
+    char *md = render(doc, REPORT_MARKDOWN, NULL), *html;
+    assert_int_equal(count(md, "| **chosen** |"), 2); /* on the frontier: its row and its trial's */
+    assert_null(strstr(md, "not on the frontier"));
+    free(md);
+    /* Take the choice's point off the frontier (as when a faster fit with no
+     * more memory was set aside by the headroom or a contradiction). */
+    json_t *front = json_object_get(doc, "frontier"), *best = json_object_get(doc, "best");
+    for (size_t i = json_array_size(front); i-- > 0;)
+        if (json_equal(json_object_get(json_array_get(front, i), "micro_batch"), json_object_get(best, "micro_batch")) &&
+            json_equal(json_object_get(json_array_get(front, i), "checkpointing"), json_object_get(best, "checkpointing")))
+            json_array_remove(front, i);
+    size_t nf = json_array_size(front);
+    md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "**chosen** marks the choice, which is not on the frontier: its row is added.\n"));
+    assert_non_null(strstr(md, "\n| 68 | 1 | off | 3625.4 | 21.0 GiB | **chosen** (not on the frontier) |\n"));
+    /* in order of peak memory: after the 20.0 GiB point */
+    assert_true(strstr(md, "| 68 | 1 | off | 3625.4") > strstr(md, "| 64 | 1 | off |"));
+    const char *f = strstr(md, "## Pareto frontier"), *t = strstr(md, "## Trials");
+    size_t rows = 0;
+    for (const char *p = strstr(f, "\n| "); p && p < t; p = strstr(p + 1, "\n| "))
+        rows++;
+    assert_int_equal(rows, 1 + nf + 1); /* head, the frontier, the choice */
+    html = render(doc, REPORT_HTML, NULL);
+    assert_non_null(strstr(html, "<td>21.0 GiB</td><td>chosen (not on the frontier)</td></tr>"));
+    free(md);
+    free(html);
+    json_decref(doc);
+}
+
+/* Failed sizes, the capacity and headroom lines, and the memory chart. */
+static void test_charts_failed_memory(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-pruned.json");
+    char *html = render(doc, REPORT_HTML, NULL);
+    /* 4 OOMs: a cross each in the throughput chart and in the memory chart */
+    assert_int_equal(count(html, "class=\"failed\""), 2 * 4);
+    assert_int_equal(count(html, "class=\"failed\" data-trial=\"1\" data-micro-batch=\"256\""), 2);
+    assert_int_equal(count(html, "<svg id=\"memory\""), 1);
+    assert_non_null(strstr(html, "<h2>Peak memory against micro-batch</h2>"));
+    assert_int_equal(count(html, "class=\"mem\""), 7);        /* every fit has a peak */
+    assert_int_equal(count(html, "<g class=\"model\">"), 2);  /* both cells' memory lines */
+    assert_int_equal(count(html, "<g class=\"capacity\">"), 2);
+    assert_int_equal(count(html, "<g class=\"headroom\">"), 2);
+    assert_non_null(strstr(html, ">capacity 24.0 GiB</text>"));
+    assert_non_null(strstr(html, ">headroom 10%: 21.6 GiB</text>"));
+    free(html);
+    /* No measured memory: no memory chart, no capacity line; the failed
+     * sizes at their micro-batch in the throughput chart. */
+    json_t *nogpu = fixture("results-nogpu.json");
+    html = render(nogpu, REPORT_HTML, NULL);
+    size_t noom = 0;
+    json_t *trials = json_object_get(nogpu, "trials");
+    for (size_t i = 0; i < json_array_size(trials); i++)
+        noom += !strcmp(json_string_value(json_object_get(json_array_get(trials, i), "outcome")), "oom");
+    assert_true(noom > 0);
+    assert_int_equal(count(html, "class=\"failed\""), noom);
+    assert_null(strstr(html, "<svg id=\"memory\""));
+    assert_null(strstr(html, "class=\"capacity\""));
+    assert_non_null(strstr(html, ">did not fit</text>"));
+    free(html);
+    json_decref(nogpu);
+    json_decref(doc);
+}
+
 /*
  * Every format stays linear in the size of the results file: all of it
  * growing at once, and the one product that used to be quadratic (each
@@ -987,6 +1143,10 @@ int main(void)
         cmocka_unit_test(test_regression_gate),
         cmocka_unit_test(test_hostile_strings),
         cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_capacity_source),
+        cmocka_unit_test(test_pruned_cell),
+        cmocka_unit_test(test_choice_off_frontier),
+        cmocka_unit_test(test_charts_failed_memory),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -133,12 +133,77 @@ static void test_bounded_and_write(void **state)
     results_release(&r);
 }
 
+/* The capacity, warm start and settings: unknown is null, never a number. */
+static void test_capacity_warm_settings(void **state)
+{
+    (void)state;
+    struct results r = RESULTS_INIT;
+    fill(&r);
+    json_t *j = results_to_json(&r);
+    json_t *cap = json_object_get(j, "capacity"), *warm = json_object_get(j, "warm_start");
+    assert_true(json_is_null(json_object_get(cap, "bytes")));
+    assert_true(json_is_null(json_object_get(cap, "source")));
+    assert_true(json_is_null(json_object_get(cap, "usable_bytes")));
+    assert_true(json_is_null(json_object_get(cap, "headroom_checked")));
+    assert_true(json_is_null(json_object_get(cap, "excluded")));
+    assert_true(json_is_false(json_object_get(warm, "used")));
+    assert_true(json_is_null(json_object_get(warm, "cache_key")));
+    assert_true(json_is_null(json_object_get(warm, "trials_saved")));
+    assert_true(json_is_null(json_object_get(j, "settings")));
+    assert_null(json_object_get(json_array_get(json_object_get(j, "max_fit"), 0), "memory_model"));
+    json_decref(j);
+
+    r.capacity = 24.0 * (1 << 30);
+    r.capacity_source = "oom-message";
+    r.headroom = 0.25;
+    r.headroom_checked = 1;
+    r.excluded = 3;
+    r.warm_start = 1;
+    r.warm_cells = 2;
+    r.cache_key = "0123456789abcdef";
+    r.cells[0].has_model = 1;
+    r.cells[0].model_base = 4.0 * (1 << 30);
+    r.cells[0].model_slope = 256.0 * (1 << 20);
+    r.settings = (struct results_settings){ .known = 1, .steps = 5, .warmup = 2, .confirm = 1,
+                                            .confirm_steps = 20, .worst_case = "auto", .cache = 1,
+                                            .trial_timeout_s = 1200, .trial_mem_limit = 2ULL << 30 };
+    j = results_to_json(&r);
+    cap = json_object_get(j, "capacity");
+    warm = json_object_get(j, "warm_start");
+    json_t *st = json_object_get(j, "settings"), *mm;
+    assert_int_equal(json_integer_value(json_object_get(cap, "bytes")), 24LL << 30);
+    assert_string_equal(json_string_value(json_object_get(cap, "source")), "oom-message");
+    assert_int_equal(json_integer_value(json_object_get(cap, "usable_bytes")), 18LL << 30);
+    assert_true(json_is_true(json_object_get(cap, "headroom_checked")));
+    assert_int_equal(json_integer_value(json_object_get(cap, "excluded")), 3);
+    assert_int_equal(json_integer_value(json_object_get(cap, "trial_memory_limit_bytes")), 2LL << 30);
+    assert_true(json_is_true(json_object_get(warm, "used")));
+    assert_int_equal(json_integer_value(json_object_get(warm, "cells_seeded")), 2);
+    assert_string_equal(json_string_value(json_object_get(warm, "cache_key")), "0123456789abcdef");
+    assert_int_equal(json_integer_value(json_object_get(st, "steps")), 5);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(st, "confirm"), "steps")), 20);
+    assert_true(json_is_null(json_object_get(json_object_get(st, "confirm"), "time_s")));
+    assert_true(json_is_null(json_object_get(st, "budget_s")));
+    assert_true(json_is_null(json_object_get(st, "gpus")));
+    assert_true(json_number_value(json_object_get(st, "trial_timeout_s")) == 1200);
+    mm = json_object_get(json_array_get(json_object_get(j, "max_fit"), 0), "memory_model");
+    assert_true(json_number_value(json_object_get(mm, "bytes_per_unit")) == 256.0 * (1 << 20));
+    json_decref(j);
+    /* --no-confirm */
+    r.settings.confirm = 0;
+    j = results_to_json(&r);
+    assert_true(json_is_false(json_object_get(json_object_get(j, "settings"), "confirm")));
+    json_decref(j);
+    results_release(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schema),
         cmocka_unit_test(test_frontier),
         cmocka_unit_test(test_bounded_and_write),
+        cmocka_unit_test(test_capacity_warm_settings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

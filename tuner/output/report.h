@@ -35,23 +35,30 @@ enum report_format {
     /**
      * A summary (the choice, the command, how to run the choice when the
      * file's "run_with" changes the command line or names config files,
-     * the host, the capacity line, the search space, the trial counts and
-     * the exit status), the regression gate when there is one, then
-     * tables: the largest micro-batch per (grad_accum,
-     * checkpointing) cell, the Pareto frontier (the choice marked
-     * "chosen"), contradictions when there were any, and every trial.
+     * the host, the capacity line, the warm start, the search space, the
+     * settings, the trial counts and the exit status), the regression
+     * gate when there is one, then tables: the largest micro-batch per
+     * (grad_accum, checkpointing) cell (a pruned cell's note starts
+     * "pruned: could not beat the fastest fit"), the Pareto frontier (the
+     * choice marked "chosen"; a choice that is not a frontier point gets
+     * a row of its own, "**chosen** (not on the frontier)"),
+     * contradictions when there were any, and every trial.
      * GitHub-flavoured: tables use pipes; text from the file is escaped
      * so that evidence cannot break a table or inject HTML.  A notice is
      * given once: "interrupted" is not repeated under a headline that
      * says it, and of the "N more ... not shown" notes only the first
      * says where the rest is.
      *
-     * The capacity line (HTML too): the GPU model(s) and the smallest
-     * device memory (host.gpus, host.emulated_gpu_memory), --headroom
-     * and the measured fits it excluded (peak above (1 - headroom) x
-     * capacity, the rule the choice applies; at most four named), and the
-     * choice's peak as a percentage of the capacity.  What the file lacks
-     * is said ("capacity unknown", "not measured"), never computed.
+     * The capacity line (HTML and JUnit too): the GPU model(s) and the
+     * capacity the choice measured against with its source ("capacity":
+     * NVML, CUDA, emulated, the OOM messages, --trial-memory-limit; in
+     * older files the smallest device memory from host.gpus and
+     * host.emulated_gpu_memory), --headroom and the fits it excluded (the
+     * run's own count when the file has it; named are the measured fits
+     * whose peak is above (1 - headroom) x capacity, at most four), or
+     * that it could not be checked, and the choice's peak as a percentage
+     * of the capacity.  What the file lacks is said ("capacity unknown",
+     * "not measured", "not recorded"), never computed.
      */
     REPORT_MARKDOWN,
     /**
@@ -63,21 +70,32 @@ enum report_format {
      * 760 px column, as before), two side by side above.  After the facts
      * (the capacity line among them), "Run with": the command with the
      * choice and each config file's diff from "run_with", or for a file
-     * without it the chosen knob values.  Three charts:
+     * without it the chosen knob values.  Three charts, four when memory
+     * was measured:
      *
      *  1. samples/s against peak memory, every fitting trial a
      *     class="point" mark, the frontier a class="frontier" line and
-     *     the choice a class="choice" ring; when any fitting trial lacks a
-     *     peak memory figure the x axis is the micro-batch instead, and
-     *     its label says so;
+     *     the choice a class="choice" ring, each size that did not fit
+     *     (OOM, timeout, hang) a red class="failed" cross (at its
+     *     micro-batch, or at the capacity on a memory axis), and the
+     *     capacity and headroom as class="capacity" and class="headroom"
+     *     lines when known; when any fitting trial lacks a peak memory
+     *     figure the x axis is the micro-batch instead, and its label
+     *     says so;
      *  2. the largest fitting micro-batch per cell as bars (the chosen
      *     configuration's cell highlighted, a cell whose range top fitted
-     *     drawn dashed and labelled ">= N");
+     *     drawn dashed and labelled ">= N", a pruned cell grey, class="cell
+     *     pruned", labelled ">=N pruned");
      *  3. a timeline of the trials back to back (x: elapsed seconds, y:
      *     micro-batch), coloured by outcome.  Each trial is exactly one
      *     element with class="trial" there, and that class is used
      *     nowhere else in the page, so counting `class="trial"` counts
-     *     the trials.
+     *     the trials;
+     *  4. only when a fit's peak was measured: peak memory against the
+     *     micro-batch, a class="mem" mark per measured fit, the failed
+     *     sizes' class="failed" crosses at the capacity (the top when it
+     *     is unknown), the capacity and headroom lines, and each cell's
+     *     memory line (max_fit[].memory_model) as class="model".
      *
      * Then the same tables as the Markdown report.
      */
@@ -103,6 +121,10 @@ enum report_format {
      *                  someone should look (raise --trial-timeout or
      *                  --hang-timeout, or fix the job)
      *   anything else  <error> naming the unknown outcome
+     *
+     * The suite's <properties>: command, host, result, exit, capacity
+     * (the Markdown's line), capacity_bytes, capacity_source, headroom
+     * (empty when unknown), warm_start, search_space and settings.
      *
      * When the document holds a "baseline" object, one more testcase,
      * name="regression gate" classname="autobatch.baseline", fails when

@@ -34,7 +34,7 @@ in_alloc() { # name, autobatch args...
 }
 nothing_left() { # what
   local left
-  left=$(squeue -h -s -o '%i %j %T %M' | grep autobatch || true)
+  left=$(squeue -h -s -o '%i %j %M' | grep autobatch || true)
   [ -z "$left" ] || fail "$1: job steps still listed: $left"
   pgrep -f "$SIMTRAIN" >/dev/null && fail "$1: a trainer process is still running"
   return 0

@@ -9,7 +9,8 @@
  * tests/fake_nvml scripted through FAKE_NVML_* variables (real UUIDs,
  * masks, a GPU that does not exist, two models mixed).  Without NVML an
  * index names itself and a slot's mask is empty; under Slurm only the
- * count matters and every slot reads "slurm".
+ * count matters and every slot reads "(Slurm picks)"; from a login node
+ * (Slurm without SLURM_JOB_ID) --gpus is that count and nothing else.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -203,19 +204,46 @@ static void test_all_under_slurm(void **state)
     struct gpu g;
     no_gpu(&g);
     struct out o;
-    unsetenv("SLURM_JOB_ID");
+    /* inside an allocation; not a number, so that no scontrol is asked */
+    setenv("SLURM_JOB_ID", "unit-test", 1);
     setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3", 1);
     assert_int_equal(slots_for("autobatch --gpus all -- /bin/true", &g, 1, NSLOTS, &o), 4);
     for (size_t i = 0; i < 4; i++) {
-        assert_string_equal(o.slots[i].devices, "slurm");
+        assert_string_equal(o.slots[i].devices, "(Slurm picks)");
         assert_true(o.slots[i].mask == 0);
     }
     assert_string_equal(o.slots[4].devices, "untouched");
     assert_int_equal(slots_for("autobatch --gpus all --gpus-per-trial 2 -- /bin/true", &g, 1,
                                NSLOTS, &o), 2);
-    assert_string_equal(o.slots[0].devices, "slurm");
-    assert_string_equal(o.slots[1].devices, "slurm");
+    assert_string_equal(o.slots[0].devices, "(Slurm picks)");
+    assert_string_equal(o.slots[1].devices, "(Slurm picks)");
     unsetenv("CUDA_VISIBLE_DEVICES");
+    unsetenv("SLURM_JOB_ID");
+    gpu_release(&g);
+}
+
+/* Catches: from a login node (job arrays) a list of GPUs or "all" taken
+ * as if this machine's GPUs were the tasks' (Slurm picks their nodes),
+ * or the count N not taken as N GPUs. */
+static void test_login_node_count(void **state)
+{
+    (void)state;
+    struct gpu g;
+    no_gpu(&g);
+    struct out o;
+    unsetenv("SLURM_JOB_ID");
+    assert_int_equal(slots_for("autobatch --gpus 4 -- /bin/true", &g, 1, NSLOTS, &o), 4);
+    assert_string_equal(o.slots[3].devices, "(Slurm picks)");
+    assert_true(o.slots[3].mask == 0);
+    assert_int_equal(slots_for("autobatch --gpus 4 --gpus-per-trial 2 -- /bin/true", &g, 1,
+                               NSLOTS, &o), 2);
+    assert_int_equal(slots_for("autobatch --gpus 0,1 -- /bin/true", &g, 1, NSLOTS, &o), -1);
+    assert_non_null(strstr(o.err, "--gpus '0,1' from a login node"));
+    assert_non_null(strstr(o.err, "--gpus 4"));
+    assert_int_equal(slots_for("autobatch --gpus all -- /bin/true", &g, 1, NSLOTS, &o), -1);
+    assert_int_equal(slots_for("autobatch --gpus 0 -- /bin/true", &g, 1, NSLOTS, &o), -1);
+    assert_int_equal(slots_for("autobatch --gpus 3 --gpus-per-trial 2 -- /bin/true", &g, 1,
+                               NSLOTS, &o), -1);
     gpu_release(&g);
 }
 
@@ -333,7 +361,9 @@ static void test_gpus_checked_against_nvml(void **state)
     assert_non_null(strstr(o.err, "GPU-typo is not a GPU that NVML sees"));
     assert_int_equal(slots_for("autobatch --gpus MIG-0a1b -- /bin/true", g, 0, NSLOTS, &o), 1);
     assert_string_equal(o.slots[0].devices, "MIG-0a1b");
+    setenv("SLURM_JOB_ID", "unit-test", 1);
     assert_int_equal(slots_for("autobatch --gpus GPU-typo -- /bin/true", g, 1, NSLOTS, &o), 1);
+    unsetenv("SLURM_JOB_ID");
     assert_int_equal(slots_for("autobatch --gpus 1,GPU-fake-00000001 -- /bin/true", g, 0, NSLOTS,
                                &o), -1);
     assert_non_null(strstr(o.err, "GPU GPU-fake-00000001 is listed twice (as 1)"));
@@ -375,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_neither_index_nor_uuid),
         cmocka_unit_test(test_all_without_nvml),
         cmocka_unit_test(test_all_under_slurm),
+        cmocka_unit_test(test_login_node_count),
         cmocka_unit_test(test_max_caps_the_count),
         cmocka_unit_test(test_emulate_lib_from_env),
         cmocka_unit_test_teardown(test_fake_nvml_uuids, fake_release),

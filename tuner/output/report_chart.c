@@ -329,7 +329,8 @@ void report_svg_scatter(struct sbuf *b, const struct rdoc *d)
                 "chosen");
     if (nfailed)
         legend_item(&lg, FAIL_CROSS,
-                    d->mem_axis ? "did not fit (at the capacity)" : "did not fit");
+                    !d->mem_axis ? "did not fit" : cap_line ? "did not fit (at the capacity)"
+                                                             : "did not fit (capacity unknown)");
 
     if (!npts) {
         svg_empty(b, pb, "no trial fitted: nothing to plot");

@@ -564,7 +564,7 @@ void report_text_capacity(struct sbuf *b, const struct rdoc *d)
             sb_puts(b, " (none kept free)");
         } else if (isnan(cap)) {
             sb_puts(b, " (what it excluded cannot be told: the capacity is unknown)");
-        } else if (d->capacity && nexcl < 0) {
+        } else if (checked == 0 && nexcl < 0) {
             /* A capacity the choice did not measure against (the trial
              * memory limit): nothing was excluded by it, so name none. */
             sb_printf(b, ": fits may peak at up to %s; not checked: the choice had no capacity to "

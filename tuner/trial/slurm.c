@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * slurm: job steps' sweep, job arrays from a login node, and the
- * follower that makes a remote array task look like a local process
- * (see slurm.h).
+ * follower that makes a remote array task look like a local process;
+ * the checks of --slurm-arg, the GPUs Slurm gave a trial, and the
+ * folding of Slurm's routine lines about a trial autobatch ended (see
+ * slurm.h).
  */
 #include "trial/slurm.h"
 #include "util/mono.h"

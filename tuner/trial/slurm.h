@@ -59,7 +59,9 @@ int slurm_sweep_steps(const char *name, double max_s);
  * slurm_step_beat() touches BEAT while srun lives; on the node the step's
  * shell starts a watcher and execs CMD; the watcher ends the step when
  * BEAT is gone or has not changed for LIMIT s (AUTOBATCH_SLURM_HEARTBEAT,
- * 30).  Returns 0, or -1 out of memory.
+ * 30).  Before the exec the step's shell writes SLURM_STEP_GPUS to
+ * SLURM_GPUS_FILE beside BEAT (slurm_trial_gpus).  Returns 0, or -1 out
+ * of memory.
  */
 int slurm_step_argv(struct strvec *argv, size_t cmd_at, const char *self, const char *beat);
 

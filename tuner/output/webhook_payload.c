@@ -344,10 +344,16 @@ static void summary_cells(struct summary *s, const json_t *max_fit)
         } else if (json_is_string(skipped)) {
             snprintf(value, sizeof value, "not run: %s", why);
         } else if (json_is_string(bounded)) {
+            /* As the reports say it: only batch.max is the range's top. */
+            const char *why_b = !strcmp(json_string_value(bounded), "pruned")
+                                    ? "pruned: could not beat the fastest fit"
+                                : !strcmp(json_string_value(bounded), "batch.max")
+                                    ? "the top of the range fitted"
+                                    : json_string_value(bounded);
             if (json_is_number(json_object_get(c, "largest_tried_fit")))
-                snprintf(value, sizeof value, "\xe2\x89\xa5 %s (the top of the range fitted)", ltf);
+                snprintf(value, sizeof value, "\xe2\x89\xa5 %s (%.*s)", ltf, PIECE_MAX, why_b);
             else
-                snprintf(value, sizeof value, "the top of the range fitted");
+                snprintf(value, sizeof value, "%.*s", PIECE_MAX, why_b);
         } else if (has_sf) {
             snprintf(value, sizeof value, "no fit seen (%s fails)", sf);
         } else if (json_is_integer(ntr) && json_integer_value(ntr) == 0) {

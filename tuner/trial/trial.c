@@ -744,12 +744,17 @@ static double trial_sched_waited(int fd)
     return (double)waited / 1e9;
 }
 
-/* When the data of a read made at read_t came: not before the poll that
- * waited for it began (what was there already made it return at once,
- * with no wait to take off). */
+/* When the data of a read made at read_t came: when the poll that waited
+ * for it was woken, and not before that poll began (what was there
+ * already made it return at once, with no wait to take off).  A poll
+ * woken by its timeout found data that came while it waited for a CPU,
+ * at a time unknown: then the time it was read, as a stamp must never
+ * come before its data. */
 static double trial_arrival(const struct trial_state *st, double read_t)
 {
     double t = read_t - st->woke_late;
+    if (t >= st->poll_t + TRIAL_TICK_MS / 1000.0)
+        return read_t;
     return t > st->poll_t ? t : st->poll_t < read_t ? st->poll_t : read_t;
 }
 

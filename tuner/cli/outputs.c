@@ -32,6 +32,7 @@
 #include "output/results.h"
 #include "search/cache.h"
 #include "util/afile.h"
+#include "util/sbuf.h"
 
 /* Write text to path (see afile.h), or to stdout for NULL, "-" or
  * /dev/stdout (through our stdout stream, so it comes after what we have
@@ -357,24 +358,21 @@ static void outputs_say_where(const struct plan *plan, const json_t *doc, const 
                  "results: not kept (--json FILE keeps them for 'autobatch report')");
     /* What to run next: write the choice where it waits for --write, and
      * render the results again from their file. */
-    char next[PATH_MAX * 4 + 256] = "";
+    struct sbuf next = SBUF_INIT;
     size_t i;
     json_t *f;
     json_array_foreach(json_object_get(json_object_get(doc, "run_with"), "files"), i, f) {
         const char *path = json_string_value(json_object_get(f, "path"));
         if (path && json_is_string(json_object_get(f, "diff")) &&
-            !json_is_true(json_object_get(f, "written")) && !next[0])
-            snprintf(next, sizeof next, "rerun with --write to write the choice into '%s'", path);
+            !json_is_true(json_object_get(f, "written")) && !next.len)
+            sb_printf(&next, "next: rerun with --write to write the choice into '%s'", path);
     }
-    if (plan->json_path && written[0] && !outputs_is_stdout(plan->json_path)) {
-        size_t used = strlen(next);
-        snprintf(next + used, sizeof next - used, "%s%s report %s", used ? "; " : "",
-                 outputs_program, outputs_word(plan->json_path, word, sizeof word));
-    }
-    if (next[0]) {
-        snprintf(line, sizeof line, "next: %s", next);
-        say_wrap(say, "autobatch: ", "  ", width, line);
-    }
+    if (plan->json_path && written[0] && !outputs_is_stdout(plan->json_path))
+        sb_printf(&next, "%s%s report %s", next.len ? "; " : "next: ", outputs_program,
+                  outputs_word(plan->json_path, word, sizeof word));
+    if (next.len && !next.oom)
+        say_wrap(say, "autobatch: ", "  ", width, next.p);
+    sb_release(&next);
     fflush(say);
 }
 

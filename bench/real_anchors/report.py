@@ -25,8 +25,8 @@ How each run is counted:
   boundary  the largest fit the search ended on: autobatch's largest fit;
            lightning's size before its 5% margin; hf's size that ran.
   to boundary s  from the tool's start (start-up included): autobatch, until
-           the trial that gave it a fit at its largest fit L and a failure at
-           L+step (or a fit at the top of --batch) ended; lightning, until
+           the trial (or confirmation run) that gave it a fit at its largest
+           fit L and a failure at L+step (or a fit at the top of --batch) ended; lightning, until
            scale_batch_size returned; hf, until the third optimizer step of
            the size it settled on.
   whole s  autobatch's whole run (throughput points and confirmation run
@@ -125,21 +125,28 @@ def autobatch_row(f, want):
     if largest is not None and largest != best:
         answer += " (largest fit %s)" % largest
     # when it had its boundary: a fit at the largest fit L and a failure at
-    # L+step (or a fit at the top of --batch), from its own trial lines
+    # L+step (or a fit at the top of --batch), from its own trial lines; the
+    # confirmation runs count too (they are trials with their own ids, and
+    # one that fails at L+1 is what settles the boundary)
     to_bound = n_bound = None
     if r is not None and largest is not None:
         step = r["space"]["batch"]["step"]
         need_fail = largest + step <= r["space"]["batch"]["max"]
         fit = fail = False
         n = 0
-        ends = [t for t, text in lines if re.search(r"^autobatch: trial \d+: .* -> ", text)]
-        for i, tr in enumerate(r.get("trials", [])):
+        ends = {}
+        for t, text in lines:
+            m = re.search(r"^autobatch: trial (\d+): .* -> ", text)
+            if m:
+                ends[int(m.group(1))] = t
+        runs = sorted(list(r.get("trials", [])) + list(r.get("confirm") or []), key=lambda x: x.get("id", 0))
+        for tr in runs:
             n += 1
             fit = fit or (tr.get("micro_batch") == largest and tr.get("outcome") == "fit")
             fail = fail or (tr.get("micro_batch") == largest + step and tr.get("outcome") != "fit")
             if fit and (fail or not need_fail):
                 n_bound = n
-                to_bound = ends[i] if i < len(ends) else None
+                to_bound = ends.get(tr.get("id"))
                 break
     surv, run_s, rates = [], [], []
     for item in (f[7].split() if len(f) > 7 and "=" in f[7] else []):

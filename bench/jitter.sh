@@ -33,6 +33,13 @@
 #   endstamp  stamps a line when it ends, not when it began to arrive (a
 #             tqdm bar line is ended by the next redraw, a step later,
 #             and simtrain's metric dict comes between on stdout).
+# With BENCH_LATENCY_OF=COMMIT the bench also builds autobatch from COMMIT
+# and from HEAD, each with its trial runner writing the points it timed
+# (step, stamp) to $JITTER_STAMPS (a dump added here, in no other build),
+# runs the demo with both, interleaved, BENCH_RUNS times at each load, and
+# prints the latency of every step line: autobatch's stamp less
+# simtrain's own clock at that step boundary (negative: stamped before
+# the trainer wrote it).
 # Environment: BENCH_RUNS (3), BENCH_LOAD (3; 0 no loaded rows), SIMTRAIN
 # (build/simtrain), BENCH_BUILD (build-bench-jitter/, git-ignored).
 set -euo pipefail
@@ -61,13 +68,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# control NAME FILE OLD NEW: autobatch from HEAD with one line of FILE
-# replaced (the pattern must be there exactly once).
+# control NAME FILE OLD NEW [COMMIT]: autobatch from COMMIT (HEAD) with
+# one line of FILE replaced (the pattern must be there exactly once).
 control() {
   local name=$1 file=$2 old=$3 new=$4 src=$bbuild/$1/src
   rm -rf "$src"
   mkdir -p "$src"
-  git -C "$root" archive HEAD | tar -x -C "$src"
+  git -C "$root" archive "${5:-HEAD}" | tar -x -C "$src"
   python3 - "$src/$file" "$old" "$new" <<'EOF'
 import sys
 p, old, new = sys.argv[1:]
@@ -93,6 +100,27 @@ if [ "${BENCH_CONTROLS:-1}" != 0 ]; then
     "    double t = st->read_t;"
   labels+=(burst endstamp)
   bins+=("$bbuild/burst/build/autobatch" "$bbuild/endstamp/build/autobatch")
+fi
+
+# The latency builds: the runner's timed points dumped at the end of each trial.
+stamp_at='    series_timing(trial_timing_series(&st), o->warmup_steps, r);'
+IFS= read -r -d '' stamp_dump <<'EOF' || true
+    series_timing(trial_timing_series(&st), o->warmup_steps, r);
+    if (getenv("JITTER_STAMPS")) {
+        const struct series *js = trial_timing_series(&st);
+        FILE *jf = fopen(getenv("JITTER_STAMPS"), "a");
+        if (jf) {
+            fprintf(jf, "[");
+            for (size_t ji = 0; ji < js->n; ji++)
+                fprintf(jf, "%s[%ld, %.6f]", ji ? ", " : "", js->step[ji], js->t[ji]);
+            fprintf(jf, "]\n");
+            fclose(jf);
+        }
+    }
+EOF
+if [ -n "${BENCH_LATENCY_OF:-}" ]; then
+  control stamps-old tuner/trial/trial.c "$stamp_at" "$stamp_dump" "$BENCH_LATENCY_OF"
+  control stamps-new tuner/trial/trial.c "$stamp_at" "$stamp_dump" HEAD
 fi
 
 cat >"$work/simtrain-clock" <<EOF
@@ -153,6 +181,57 @@ for l in "${loads[@]}"; do
   loaders=()
 done
 
+# latency VERSION LOAD RUN: one demo run with the stamps-VERSION build; each
+# step line's latency (ms) goes to $work/lat-VERSION-LOAD
+latency() {
+  local v=$1 l=$2 r=$3 d="$work/lat-run-$1-$2-$3"
+  mkdir -p "$d/side"
+  JITTER_SIDE="$d/side" JITTER_STAMPS="$d/stamps" "$bbuild/stamps-$v/build/autobatch" --preset hf \
+    --batch 1:512 --no-cache --json "$d/r.json" -- "$work/simtrain-clock" --capacity 24G \
+    --long-step 4 --output_dir "$d/out" >"$d/log" 2>&1 || { echo "stamps-$v: exit $?" >&2; exit 1; }
+  python3 - "$d" >>"$work/lat-$v-$l" <<'EOF'
+import json, os, sys
+d = sys.argv[1]
+for k, line in enumerate(open(os.path.join(d, "stamps")), 1):
+    side = os.path.join(d, "side", "%d.jsonl" % k)
+    if not os.path.exists(side):
+        continue
+    clock = {j["step"]: j["time"] for j in map(json.loads, open(side))}
+    for step, t in json.loads(line):
+        if step >= 2 and step in clock:
+            print("%.4f" % (1e3 * (t - clock[step])))
+EOF
+}
+lat_table=""
+if [ -n "${BENCH_LATENCY_OF:-}" ]; then
+  for l in "${loads[@]}"; do
+    if [ "$l" -gt 0 ]; then
+      for _ in $(seq "$l"); do
+        (while :; do :; done) &
+        loaders+=($!)
+      done
+    fi
+    : >"$work/lat-old-$l"
+    : >"$work/lat-new-$l"
+    for r in $(seq "$runs"); do
+      latency old "$l" "$r"
+      latency new "$l" "$r"
+    done
+    for p in "${loaders[@]}"; do kill "$p" 2>/dev/null || true; done
+    loaders=()
+  done
+  lat_table=$(
+    echo "latency of a step line: autobatch's stamp less simtrain's clock (ms), old = $BENCH_LATENCY_OF, new = HEAD"
+    printf '%-4s %4s %5s | %7s %7s %7s %7s %7s | %6s %6s\n' build load lines min median p90 p99 max '>1ms' early
+    for l in "${loads[@]}"; do
+      for v in old new; do
+        sort -g "$work/lat-$v-$l" | awk -v v=$v -v l=$l '{ a[NR] = $1 } $1 > 1 { c++ } $1 < -0.05 { e++ }
+          END { printf "%-4s %4d %5d | %7.3f %7.3f %7.3f %7.3f %7.3f | %6d %6d\n", v, l, NR, a[1],
+                a[int(NR / 2) + 1], a[int(NR * 0.9) + 1], a[int(NR * 0.99) + 1], a[NR], c, e }'
+      done
+    done)
+fi
+
 build_type() { # the CMAKE_BUILD_TYPE beside a binary, or ?
   sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$(dirname "$1")/CMakeCache.txt" 2>/dev/null | grep . || echo '?'
 }
@@ -194,6 +273,8 @@ out=$(cat <<EOF
 # runners: $(for i in "${!bins[@]}"; do printf '%s=%s (%s) ' "${labels[$i]}" "${bins[$i]}" "$("${bins[$i]}" --version | head -1)"; done)
 
 $table
+
+$lat_table
 EOF
 )
 echo "$out"

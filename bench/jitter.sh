@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Step-time jitter: is the spread autobatch reports the trainer's or the
-# runner's?  (issue 28; bench/README.md)
+# runner's?  (issue 28)
 #
 #   bash bench/jitter.sh          build the controls, run, print the table
 #   bash bench/jitter.sh --save   also write bench/results/jitter-<commit>-<build type>.txt

@@ -38,9 +38,16 @@ assert_eq "off on both" "$got" "bash: values of --checkpointing"
 got=$(bash -c 'source "$1"; COMP_WORDS=(autobatch ma); COMP_CWORD=1; _autobatch; echo "${COMPREPLY[*]}"' _ "$bashc")
 assert_eq "matrix" "$got" "bash: a subcommand"
 zshc="$prefix/share/zsh/site-functions/_autobatch"
+# values that depend on the subcommand, the webhook formats, units
+comp() { bash -c 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _autobatch; echo "${COMPREPLY[*]}"' _ "$bashc" "$@"; }
+assert_eq "markdown json" "$(comp autobatch matrix r.json --format "")" "bash: matrix --format"
+assert_eq "markdown html junit" "$(comp autobatch report r.json --format "")" "bash: report --format"
+assert_eq "generic slack discord teams" "$(comp autobatch --webhook-format "")" "bash: --webhook-format"
+assert_eq "10s 10m 10h" "$(comp autobatch --budget 10)" "bash: a duration's units"
+assert_eq "24M 24G 24T" "$(comp autobatch --emulate-gpu-memory 24)" "bash: a size's units"
 head -1 "$zshc" | grep -q '^#compdef autobatch' || fail "zsh completion header"
 grep -q "'--launcher:value:(local slurm)'" "$zshc" || fail "zsh: --launcher's values"
-pass "completions: bash (options, values, subcommands) and zsh"
+pass "completions: bash (options, values per subcommand, units, subcommands) and zsh"
 
 lib=$(find "$prefix" -name libautobatch-gpuemu.so)
 [ -n "$lib" ] || fail "no emulation library in the prefix"

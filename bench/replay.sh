@@ -3,16 +3,28 @@
 # Replay bench: autobatch's search with and without --replay on real CPU
 # training jobs, under --trial-memory-limit (bench/README.md, "Replay bench").
 #
-#   bash bench/replay.sh           run every job twice (plain, then --replay)
-#                                  and print the table
+#   bash bench/replay.sh           run every job plain and with --replay,
+#                                  interleaved, and print the table
 #   bash bench/replay.sh --save    also write the table, the commands, the
 #                                  machine and the replay log lines to
-#                                  bench/results/replay-cpu.txt
-#   bash bench/replay.sh --jobs f5,coqui
-#                                  only these jobs (names as in BENCH_JOBS);
-#                                  a saved file should come from a full run
+#                                  bench/results/replay-cpu-<commit>.txt
+#   bash bench/replay.sh --jobs f5,coqui --repeats 3
+#                                  only these jobs (names as in BENCH_JOBS)
 #
-# Environment: AUTOBATCH (default build-test/autobatch, else build/autobatch),
+# Each job runs --repeats (BENCH_REPEATS, default 3) pairs: plain and
+# --replay one after the other, the order swapped each repeat (plain first
+# in odd repeats), so that a burst of load on this shared machine falls on
+# both alike.  The table gives, per job and mode, the min and median of the
+# whole run's wall time (measured around autobatch) and of the trials' time
+# to the exact boundary (their wall_s summed, in run order, until they hold
+# it), the trials, and the process start-ups (trials and confirmation runs)
+# x the job's start-up S (train_tts jobs: a run of train_tts.py timed from
+# its start to "Running training"): what the start-ups cost again on a GPU.
+# The header names the commit (-dirty when tracked files differ), the
+# build type and the load at the start and the end.
+#
+# Environment: AUTOBATCH (default build-test/autobatch, else build/autobatch;
+# use a Release build for timings),
 # BENCH_JOBS (default "tts tts-ckpt orpheus parler f5 coqui"; --jobs wins),
 # BENCH_KEEP_WORK (set: keep the temporary directory, with every run's
 # output and results file), BENCH_REAL_TARGET (default 6: the real
@@ -28,10 +40,12 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 save=0
 jobs=${BENCH_JOBS:-tts tts-ckpt orpheus parler f5 coqui}
-usage() { echo "usage: bash bench/replay.sh [--save] [--jobs JOB,JOB...]" >&2; exit 2; }
+repeats=${BENCH_REPEATS:-3}
+usage() { echo "usage: bash bench/replay.sh [--save] [--jobs JOB,JOB...] [--repeats N]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --save) save=1 ;;
+    --repeats) [ $# -ge 2 ] || usage; repeats=$2; shift ;;
     --jobs) [ $# -ge 2 ] || usage; jobs=${2//,/ }; shift ;;
     --jobs=*) jobs=${1#--jobs=}; jobs=${jobs//,/ } ;;
     *) usage ;;
@@ -53,6 +67,12 @@ if [ -z "$ab" ]; then
 fi
 [ -n "$ab" ] && [ -x "$ab" ] || { echo "bench/replay.sh: no autobatch binary (set AUTOBATCH or build it)" >&2; exit 1; }
 ab_src=$ab
+[ "$repeats" -ge 1 ] 2>/dev/null || { echo "bench/replay.sh: --repeats wants a number >= 1" >&2; exit 2; }
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$(dirname "$ab_src")/CMakeCache.txt" 2>/dev/null || true)
+build_type=${build_type:-unknown (no CMakeCache.txt beside $ab_src)}
+commit=$(git -C "$root" rev-parse --short HEAD)
+[ -z "$(git -C "$root" status --porcelain -uno 2>/dev/null)" ] || commit="$commit-dirty"
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 command -v jq >/dev/null || { echo "bench/replay.sh: needs jq" >&2; exit 1; }
 
 target=${BENCH_REAL_TARGET:-6}
@@ -69,13 +89,13 @@ export TMPDIR="$work/tmp" XDG_CACHE_HOME="$work/cache"
 ab_id="$(sha256sum < "$ab_src" | cut -c1-16), built $(date -u -r "$ab_src" '+%Y-%m-%d %H:%M:%S UTC')"
 cp "$ab_src" "$work/autobatch"
 ab="$work/autobatch"
-ncpu=$(nproc)               # before OMP_NUM_THREADS=1, which nproc honours
+ncpu=$(getconf _NPROCESSORS_ONLN)   # not nproc: it obeys OMP_NUM_THREADS
 
 # The same for every run, plain and --replay alike.
 export MALLOC_MMAP_THRESHOLD_=65536 MALLOC_ARENA_MAX=1 OMP_NUM_THREADS=1 PYTHONHASHSEED=0
 common=(--no-cache --steps 3 --warmup 1 --quiet)
 
-: > "$work/jobs.tsv"      # label \t plain.json \t replay.json \t note
+: > "$work/jobs.tsv"      # label \t plain.json \t replay.json \t rep \t plain wall s \t replay wall s \t S
 : > "$work/commands.txt"
 : > "$work/notes.txt"
 : > "$work/replay-log.txt"
@@ -83,35 +103,43 @@ note() { echo "$*" >> "$work/notes.txt"; echo "bench/replay.sh: $*" >&2; }
 
 q() { local s="" a; for a in "$@"; do s+="$(printf '%q' "$a") "; done; echo "${s% }"; }
 
-# run_pair LABEL DIR AB-FLAGS... -- COMMAND...   (runs in DIR)
+# run_pair LABEL DIR AB-FLAGS... -- COMMAND...   (runs in DIR; $startup_s, if set, is the job's S)
 run_pair() {
   local label=$1 dir=$2; shift 2
-  local flags=() mode json err t0 rc
+  local flags=() mode json err t0 t1 rc r
   while [ "$1" != "--" ]; do flags+=("$1"); shift; done
   shift
   local id; id=$(echo "$label" | tr -c 'A-Za-z0-9\n' '_')
-  for mode in plain replay; do
-    json="$work/$id.$mode.json"; err="$work/$id.$mode.err"
-    local extra=(); [ "$mode" = replay ] && extra=(--replay)
-    {
-      echo "[$label, $mode] (cd ${dir/#$work/\$WORK} &&"
-      echo "  $(q autobatch "${extra[@]}" "${common[@]}" "${flags[@]}" --json "$mode.json" -- "$@"))"
-    } >> "$work/commands.txt"
-    t0=$SECONDS; rc=0
-    (cd "$dir" && "$ab" "${extra[@]}" "${common[@]}" "${flags[@]}" --json "$json" -- "$@") \
-      > "$work/$id.$mode.out" 2> "$err" || rc=$?
-    echo "bench/replay.sh: $label, $mode: exit $rc, $((SECONDS - t0))s" >&2
-    [ "$rc" = 0 ] || note "$label, $mode: autobatch exited $rc: $(tail -2 "$err" | tr '\n' ' ')"
-    if [ "$mode" = replay ]; then
-      grep '^autobatch: replay' "$err" | sed "s/^/[$label] /" >> "$work/replay-log.txt" || true
-    fi
+  for ((r = 1; r <= repeats; r++)); do
+    local modes=(plain replay) wall_plain=- wall_replay=-
+    [ $((r % 2)) = 1 ] || modes=(replay plain)
+    for mode in "${modes[@]}"; do
+      json="$work/$id.$mode.$r.json"; err="$work/$id.$mode.$r.err"
+      local extra=(); [ "$mode" = replay ] && extra=(--replay)
+      [ "$r" != 1 ] || {
+        echo "[$label, $mode] (cd ${dir/#$work/\$WORK} &&"
+        echo "  $(q autobatch "${extra[@]}" "${common[@]}" "${flags[@]}" --json "$mode.json" -- "$@"))"
+      } >> "$work/commands.txt"
+      t0=$(date +%s.%N); rc=0
+      (cd "$dir" && "$ab" "${extra[@]}" "${common[@]}" "${flags[@]}" --json "$json" -- "$@") \
+        > "$work/$id.$mode.$r.out" 2> "$err" || rc=$?
+      t1=$(date +%s.%N)
+      local w; w=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+      if [ "$mode" = plain ]; then wall_plain=$w; else wall_replay=$w; fi
+      echo "bench/replay.sh: $label, repeat $r, $mode: exit $rc, ${w}s" >&2
+      [ "$rc" = 0 ] || note "$label, repeat $r, $mode: autobatch exited $rc: $(tail -2 "$err" | tr '\n' ' ')"
+      if [ "$mode" = replay ]; then
+        grep '^autobatch: replay' "$err" | sed "s/^/[$label, repeat $r] /" >> "$work/replay-log.txt" || true
+      fi
+    done
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$work/$id.plain.$r.json" "$work/$id.replay.$r.json" "$r" \
+      "$wall_plain" "$wall_replay" "${startup_s:--}" >> "$work/jobs.tsv"
   done
-  printf '%s\t%s\t%s\n' "$label" "$work/$id.plain.json" "$work/$id.replay.json" >> "$work/jobs.tsv"
 }
 
 skip_job() { # label why
   note "$1: not run: $2"
-  printf '%s\t-\t-\n' "$1" >> "$work/jobs.tsv"
+  printf '%s\t-\t-\t-\t-\t-\t-\n' "$1" >> "$work/jobs.tsv"
 }
 
 sys_py=/usr/bin/python3
@@ -130,10 +158,19 @@ case " $jobs " in *" orpheus "*|*" parler "*|*" f5 "*|*" coqui "*)
 esac
 
 # --- 1 and 2: examples/pytorch/train_tts.py on Debian's torch
+tts_startup() { # S of train_tts.py: from its start to "Running training", once
+  [ -z "${tts_s:-}" ] || return 0
+  python3 "$root/bench/real_anchors/tsrun.py" "$work/tts-startup.log" -- \
+    "$sys_py" "$root/examples/pytorch/train_tts.py" --worst_case --max_steps 1 --per_device_train_batch_size 2 \
+    > /dev/null 2>&1 || true
+  tts_s=$(awk -F'\t' '/Running training/ { print $1; exit }' "$work/tts-startup.log")
+  note "train_tts.py start-up S (start to 'Running training', $sys_py): ${tts_s:-not measured} s"
+}
 tts_job() { # label ab-flags...
   local label=$1; shift
   if [ "$tts_torch" = none ]; then skip_job "$label" "$sys_py cannot import torch"; return; fi
-  run_pair "$label" "$root" --trial-memory-limit 800000K "$@" -- \
+  tts_startup
+  startup_s=$tts_s run_pair "$label" "$root" --trial-memory-limit 800000K "$@" -- \
     "$sys_py" examples/pytorch/train_tts.py --worst_case
 }
 
@@ -306,11 +343,12 @@ for j in $jobs; do
   esac
 done
 total_s=$((SECONDS - t_all))
+load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # --- the table, from the results files only
 table() {
   python3 - "$work/jobs.tsv" <<'EOF'
-import json, sys
+import json, statistics, sys
 
 def load(p):
     if p == "-":
@@ -327,100 +365,122 @@ def key(c):
     return (c.get("grad_accum"), bool(c.get("checkpointing")))
 
 def to_boundary(r, cell):
-    """Trials of the cell, in run order, until they hold a fit at B and a
-    failure at B+step (or, with B at the top of --batch, a fit at B)."""
+    """(trials, seconds) of the cell, in run order (confirmation runs
+    included), until they hold a fit at B and a failure at B+step (or, with
+    B at the top of --batch, a fit at B); seconds: their wall_s summed."""
     if r is None or cell is None or cell.get("micro_batch") is None:
-        return None
+        return None, None
     b = cell["micro_batch"]
     step = r["space"]["batch"]["step"]
     top = r["space"]["batch"]["max"]
     need_fail = b + step <= top
     fit = fail = False
-    n = 0
-    for t in r.get("trials", []):
+    n, s = 0, 0.0
+    # confirmation runs count too: they are trials with their own ids, and
+    # one that fails at B+step can be what settles the boundary
+    runs = sorted(list(r.get("trials", [])) + list(r.get("confirm") or []), key=lambda t: t.get("id", 0))
+    for t in runs:
         if key(t) != key(cell):
             continue
         n += 1
+        s += t.get("wall_s") or 0
         if t["micro_batch"] == b and t["outcome"] == "fit":
             fit = True
         if t["micro_batch"] == b + step and t["outcome"] in FAIL:
             fail = True
         if fit and (fail or not need_fail):
-            return n
-    return None
+            return n, s
+    return None, None
 
-def fmt(v, f="{}"):
-    return "-" if v is None else f.format(v)
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+def mn(xs):
+    xs = [x for x in xs if x is not None]
+    return min(xs) if xs else None
+
+def f0(v):
+    return "-" if v is None else "%.0f" % v
+
+def num(x):
+    try:
+        return float(x)
+    except ValueError:
+        return None
 
 def boundary(cell):
     if cell is None or cell.get("micro_batch") is None:
         return "-"
-    return "%d/%s" % (cell["micro_batch"], fmt(cell.get("smallest_fail")))
+    return "%d/%s" % (cell["micro_batch"], "-" if cell.get("smallest_fail") is None else cell["smallest_fail"])
 
-rows = []
+def find(res, sect, k):
+    if res is None:
+        return None
+    lst = res.get(sect) or []
+    if sect == "replay":
+        lst = (res.get("replay") or {}).get("cells") or []
+    for c in lst:
+        if key(c) == k:
+            return c
+    return None
+
+def uniq(xs):
+    return "/".join(dict.fromkeys(str(x) for x in xs))
+
+jobs = {}
 for line in open(sys.argv[1]):
-    label, pp, rp = line.rstrip("\n").split("\t")
-    p, r = load(pp), load(rp)
-    cells = {}
-    for res in (p, r):
-        for c in (res or {}).get("max_fit", []) or []:
-            cells.setdefault(key(c), None)
-        for c in ((res or {}).get("replay") or {}).get("cells", []) or []:
-            cells.setdefault(key(c), None)
-    if not cells:
-        cells[(None, None)] = None
-    for k in cells:
-        def find(res, sect):
-            if res is None:
-                return None
-            lst = res.get(sect) or []
-            if sect == "replay":
-                lst = (res.get("replay") or {}).get("cells") or []
-            for c in lst:
-                if key(c) == k:
-                    return c
-            return None
-        pc, rc, rr = find(p, "max_fit"), find(r, "max_fit"), find(r, "replay")
-        cellname = "-" if k[0] is None else "%d/%s" % (k[0], "on" if k[1] else "off")
-        state = "-"
-        if p is None and r is None:
-            state = "no results (see notes)"
-        elif r is not None and r.get("replay") is None:
-            state = "no replay section"
-        elif rr is not None:
-            state = rr.get("state") or "-"
-            if rr.get("why"):
-                state += ": " + rr["why"]
-            if rr.get("confirmed") is not None:
-                state += " (confirmed)" if rr["confirmed"] else " (not confirmed)"
-        def tot(res, f, fs="{}"):
-            return fmt(None if res is None else res.get("summary", {}).get(f), fs)
-        rows.append([
-            label, cellname, boundary(pc), boundary(rc),
-            fmt(rr and rr.get("first_prediction")),
-            fmt(rr and rr.get("error_steps"), "{:+d}"),
-            fmt(rr and rr.get("need_error_pct"), "{:+.2f}"),
-            fmt(to_boundary(p, pc)), fmt(to_boundary(r, rc)),
-            "%s/%s" % (tot(p, "trials"), tot(r, "trials")),
-            "%s/%s" % (tot(p, "wall_s", "{:.0f}"), tot(r, "wall_s", "{:.0f}")),
-            state,
-        ])
+    f = line.rstrip("\n").split("\t")
+    jobs.setdefault(f[0], []).append(f)
 
-head = ["job", "cell", "plain", "replay", "P", "err", "need err %",
-        "to bnd plain", "to bnd replay", "trials p/r", "wall s p/r", "replay state"]
-w = [max(len(str(x[i])) for x in rows + [head]) for i in range(len(head))]
-def out(r):
-    print("  ".join(str(v).ljust(w[i]) for i, v in enumerate(r)).rstrip())
-out(head)
-out(["-" * n for n in w])
-for r in rows:
-    out(r)
-differ = [r for r in rows if "-" not in (r[2], r[3]) and r[2] != r[3]]
+print("| job | cell | mode | runs | boundary (largest fit/first failure) | replay's prediction | trials to the exact boundary | s to the boundary, min / median | whole run trials | whole s, min / median | start-ups x S s (median) | replay state |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+differ = []
+for label, reps in jobs.items():
+    runs = [(load(f[1]), load(f[2]), f) for f in reps]
+    cells = {}
+    for p, r, _ in runs:
+        for res in (p, r):
+            for c in (res or {}).get("max_fit", []) or []:
+                cells.setdefault(key(c), None)
+            for c in ((res or {}).get("replay") or {}).get("cells", []) or []:
+                cells.setdefault(key(c), None)
+    if not cells:
+        print("| %s | - | - | 0 | - | - | - | - | - | - | - | no results (see notes) |" % label)
+        continue
+    for k in cells:
+        cellname = "-" if k[0] is None else "%d/%s" % (k[0], "on" if k[1] else "off")
+        for mode, idx, widx in (("plain", 0, 4), ("replay", 1, 5)):
+            bnds, preds, tb, sb, tot, walls, su, states = [], [], [], [], [], [], [], []
+            for run in runs:
+                res, f = run[idx], run[2]
+                cell = find(res, "max_fit", k)
+                bnds.append(boundary(cell))
+                n, s = to_boundary(res, cell)
+                tb.append(n); sb.append(s)
+                tot.append(None if res is None else res.get("summary", {}).get("trials"))
+                walls.append(num(f[widx]) if len(f) > widx else None)
+                S = num(f[6]) if len(f) > 6 else None
+                if res is not None and S is not None:
+                    su.append((len(res.get("trials") or []) + len(res.get("confirm") or [])) * S)
+                if mode == "replay":
+                    rr = find(res, "replay", k)
+                    preds.append("-" if rr is None or rr.get("first_prediction") is None else rr["first_prediction"])
+                    st = "-" if rr is None else (rr.get("state") or "-")
+                    if rr is not None and rr.get("why"):
+                        st += ": " + rr["why"]
+                    states.append(st)
+            print("| %s | %s | %s | %d | %s | %s | %s | %s / %s | %s | %s / %s | %s | %s |" % (
+                label, cellname, mode, len(runs), ", ".join(dict.fromkeys(bnds)), uniq(preds) if mode == "replay" else "-",
+                "/".join("-" if x is None else str(x) for x in tb), f0(mn(sb)), f0(med(sb)),
+                "/".join("-" if x is None else str(x) for x in tot), f0(mn(walls)), f0(med(walls)),
+                f0(med(su)), uniq(states) if mode == "replay" else "-"))
+            if len(set(bnds)) > 1:
+                differ.append("%s, cell %s, %s: the repeats found different boundaries: %s" % (label, cellname, mode, ", ".join(bnds)))
 if differ:
     print()
-for r in differ:
-    print("%s, cell %s: the two runs found different boundaries: plain %s, replay %s"
-          % (r[0], r[1], r[2], r[3]))
+    for d in differ:
+        print(d)
 EOF
 }
 
@@ -429,29 +489,32 @@ trials_list() {
   while IFS=$'\t' read -r label pp rp; do
     for f in "$pp" "$rp"; do
       [ -f "$f" ] || continue
-      printf '  %-15s %-7s %s\n' "$label" "$(basename "$f" .json | sed 's/.*\.//')" \
-        "$(jq -r '[.trials[] | "\(.micro_batch):\(.outcome)\(if .recorded == true then "R" else "" end)\(if .checkpointing then "c" else "" end)"] | join(" ")' "$f")"
+      printf '  %-15s %-10s %s\n' "$label" "$(basename "$f" .json | sed 's/^[^.]*\.//')" \
+        "$(jq -r '[(.trials + ((.confirm // []) | map(. + {confirm: true}))) | sort_by(.id)[] | "\(.micro_batch):\(.outcome)\(if .recorded == true then "R" else "" end)\(if .confirm == true then "C" else "" end)\(if .checkpointing then "c" else "" end)"] | join(" ")' "$f")"
     done
-  done < "$work/jobs.tsv"
+  done < <(cut -f1-3 "$work/jobs.tsv")
 }
 
 legend() {
   cat <<'EOF'
-cell: grad_accum/checkpointing. plain, replay: the boundary each run found,
-largest fit/smallest failure ("-": none, e.g. the top of --batch fitted).
-P: replay's first prediction of the largest fit (first_prediction); err: the
-prediction's error in grid steps (error_steps); need err %: the model's
-predicted peak need vs the measured one (need_error_pct), at the prediction
-if it fitted, else at the fitting neighbour that settled it (need_at). to bnd:
-that cell's trials, in run order, until they hold a fit at the final
-largest fit B and a failure (oom/timeout/hang) at B+step, or a fit at B when
-B is the top of --batch; replay's count includes its recording trials.
-trials, wall s: the whole run (summary.trials, summary.wall_s). "-": not
-measured.
+cell: grad_accum/checkpointing. boundary: what each repeat found, largest
+fit/smallest failure ("-": none, e.g. the top of --batch fitted); one value
+when all repeats agree. replay's prediction: first_prediction of the largest
+fit. trials to the exact boundary: that cell's trials, per repeat in run
+order, until they hold a fit at the final largest fit B and a failure
+(oom/timeout/hang) at B+step, or a fit at B when B is the top of --batch;
+replay's count includes its recording trials, and both count confirmation
+runs (one that fails at B+step settles the boundary); s to the boundary: those
+trials' wall_s summed. whole run: summary.trials per repeat, and the wall
+time measured around autobatch (confirmation run included). start-ups x S:
+(trials + confirmation runs) x the job's start-up S (see the notes), what
+the start-ups cost again on a GPU, where S is 20-60 s. "-": not measured.
 EOF
 }
 
 {
+  echo "commit $commit, build $build_type, $ncpu cores, load avg $load_start at the start, $load_end at the end"
+  echo
   table
   echo
   legend
@@ -460,12 +523,16 @@ EOF
 cat "$work/table.txt"
 
 if [ "$save" = 1 ]; then
-  out="$root/bench/results/replay-cpu.txt"
+  out="$root/bench/results/replay-cpu-$commit.txt"
   mkdir -p "$root/bench/results"
   {
-    echo "autobatch --replay vs plain search, CPU, under --trial-memory-limit (bash bench/replay.sh --save)"
+    echo "autobatch --replay vs plain search, CPU, under --trial-memory-limit"
+    echo "(bash bench/replay.sh --save --jobs ${jobs// /,} --repeats $repeats)"
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-    echo "machine: $ncpu CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -sr)"
+    echo "commit: $commit; build: CMAKE_BUILD_TYPE=$build_type ($ab_src)"
+    echo "machine: $ncpu cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(uname -sr), shared with other work"
+    echo "load avg: $load_start at the start, $load_end at the end"
+    echo "repeats: $repeats per job, plain and --replay interleaved (plain first in odd repeats)"
     echo "torch: $tts_torch ($sys_py, jobs train_tts*); $real_torch, transformers $real_tf, f5-tts $f5_ver, coqui-tts $coqui_ver"
     echo "  (${real_py:-none}, jobs orpheus-like, parler-like, f5-tts, coqui-tts)"
     echo "environment of every run: MALLOC_MMAP_THRESHOLD_=65536 MALLOC_ARENA_MAX=1 OMP_NUM_THREADS=1 PYTHONHASHSEED=0"
@@ -478,7 +545,7 @@ if [ "$save" = 1 ]; then
     echo "replay log (autobatch stderr, --replay runs):"
     sed 's/^/  /' "$work/replay-log.txt"
     echo
-    echo "trials in run order (micro-batch:outcome, R = recording trial, c = checkpointing on):"
+    echo "trials in run order (micro-batch:outcome, R = recording trial, C = confirmation run, c = checkpointing on):"
     trials_list
     echo
     echo "commands (autobatch = $ab_src, sha256 $ab_id; \$WORK = a temporary directory, removed at the end):"

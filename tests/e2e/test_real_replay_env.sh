@@ -81,8 +81,16 @@ fresh() { # micro-batch -> the exit status of run_with's command at it, under th
 oomed() { grep -q -E "DefaultCPUAllocator|MemoryError|Cannot allocate memory" "$WORK/fresh-$1.log"; }
 t2=$SECONDS
 fresh "$best" || fail "fresh run: the choice $best does not fit: $(tail -3 "$WORK/fresh-$best.log")"
-if [ "$top" != "$best" ]; then
-  fresh "$top" || fail "fresh run: the largest fit $top does not fit: $(tail -3 "$WORK/fresh-$top.log")"
+if [ "$top" != "$best" ] && ! fresh "$top"; then
+  # The largest fit was certified by one 4-step trial, not confirmed (the
+  # choice was): with the user's allocator (no MALLOC_* set) address-space
+  # use at the edge depends on glibc's dynamic mmap threshold, so a size
+  # within a sample of the cap can fit or fail by luck (docs/pytorch.md).
+  # As for $up below: failing twice is a wrong answer, once is the edge.
+  oomed "$top" || fail "fresh run at the largest fit $top failed, but not for memory: $(tail -3 "$WORK/fresh-$top.log")"
+  mv "$WORK/fresh-$top.log" "$WORK/fresh-$top.first.log"
+  fresh "$top" || fail "fresh runs: the largest fit $top does not fit, twice: $(tail -3 "$WORK/fresh-$top.log")"
+  echo "note: the boundary is not monotone in fresh runs: the largest fit $top failed once and fitted once"
 fi
 up=$((top + 1))
 if fresh "$up"; then

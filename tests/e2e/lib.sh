@@ -87,3 +87,25 @@ slurm_cluster() {
   cp "$SIMTRAIN" "$WORK/simtrain-$2"
   SIMTRAIN=$WORK/simtrain-$2
 }
+
+# on_pty OUT CMD...: run CMD with stdin, stdout and stderr on a terminal
+# PTY_COLS (100) columns wide, everything it wrote to OUT; returns CMD's
+# status.  script(1) where it exists, else Python's pty module.
+on_pty() {
+  local out=$1 q="" a cols=${PTY_COLS:-100}
+  shift
+  for a in "$@"; do q+=" $(printf '%q' "$a")"; done
+  if command -v script >/dev/null; then
+    TERM=xterm COLUMNS=$cols script -qfec "stty cols $cols 2>/dev/null;$q" /dev/null </dev/null >"$out"
+  else
+    TERM=xterm COLUMNS=$cols python3 -c '
+import os, pty, sys
+out = open(sys.argv[1], "wb")
+def read(fd):
+    data = os.read(fd, 65536)
+    out.write(data)
+    return data
+sys.exit(os.waitstatus_to_exitcode(pty.spawn(["sh", "-c", sys.argv[2]], read)))' \
+      "$out" "stty cols $cols 2>/dev/null;$q" </dev/null
+  fi
+}

@@ -12,26 +12,7 @@
 # what --headroom excluded, and warns when the effective batch changed.
 source "$(dirname "$0")/lib.sh"
 
-# on_pty OUT CMD...: run CMD with stdin, stdout and stderr on a terminal
-# 100 columns wide, everything it wrote to OUT; returns CMD's status.
-on_pty() {
-  local out=$1 q="" a
-  shift
-  for a in "$@"; do q+=" $(printf '%q' "$a")"; done
-  if command -v script >/dev/null; then
-    TERM=xterm script -qfec "stty cols 100 2>/dev/null;$q" /dev/null </dev/null >"$out"
-  else
-    TERM=xterm python3 -c '
-import os, pty, sys
-out = open(sys.argv[1], "wb")
-def read(fd):
-    data = os.read(fd, 65536)
-    out.write(data)
-    return data
-sys.exit(os.waitstatus_to_exitcode(pty.spawn(["sh", "-c", sys.argv[2]], read)))' \
-      "$out" "stty cols 100 2>/dev/null;$q" </dev/null
-  fi
-}
+PTY_COLS=100  # on_pty (lib.sh) runs the commands on a terminal this wide
 
 trainer=("$SIMTRAIN" --per_device_train_batch_size 8 --capacity 4G --model-mem 1G --report)
 

@@ -11,26 +11,7 @@
 # and smallest failure, where the results went and the next command.
 source "$(dirname "$0")/lib.sh"
 
-# on_pty OUT CMD...: run CMD with stdin, stdout and stderr on a terminal 80
-# columns wide, everything it wrote to OUT; returns CMD's status.
-on_pty() {
-  local out=$1 q="" a
-  shift
-  for a in "$@"; do q+=" $(printf '%q' "$a")"; done
-  if command -v script >/dev/null; then
-    TERM=xterm COLUMNS=80 script -qfec "stty cols 80 2>/dev/null;$q" /dev/null </dev/null >"$out"
-  else
-    TERM=xterm COLUMNS=80 python3 -c '
-import fcntl, os, pty, struct, sys, termios
-out = open(sys.argv[1], "wb")
-def read(fd):
-    data = os.read(fd, 65536)
-    out.write(data)
-    return data
-sys.exit(os.waitstatus_to_exitcode(pty.spawn(["sh", "-c", sys.argv[2]], read)))' \
-      "$out" "stty cols 80 2>/dev/null;$q" </dev/null
-  fi
-}
+PTY_COLS=80   # on_pty (lib.sh) runs the commands on a terminal this wide
 
 # screen_lines FILE: every piece of text written between two line starts
 # (a "\r" or a "\n"), colour and cursor codes taken out, one per line: what

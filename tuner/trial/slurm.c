@@ -78,6 +78,17 @@ static int slurm_run(char *const *argv, char *out, size_t len)
     return slurm_run_into(argv, out, len, 0);
 }
 
+/* Handle SIGTERM, SIGINT and SIGHUP (a stop) with h (or SIG_DFL). */
+static void slurm_on_stop(void (*h)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = h;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 /* How many job steps squeue lists under name; each is cancelled when
  * cancel is set.  -1 when squeue failed. */
 static int slurm_steps_named(const char *name, int cancel)
@@ -247,24 +258,14 @@ int slurm_step_beat(const char *beat, char *const *argv)
     /* autobatch's SIGTERM (to the trial's group, srun included) is the
      * mark after which srun's routine lines are folded; this process
      * lives on until srun's last line. */
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = slurm_on_end;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    slurm_on_stop(slurm_on_end);
     int p[2];
     pid_t self = getpid();
     pid_t srun = -1;
     if (!pipe2(p, O_CLOEXEC)) {
         srun = fork();
         if (srun == 0) {
-            struct sigaction dfl;
-            memset(&dfl, 0, sizeof dfl);
-            dfl.sa_handler = SIG_DFL;
-            sigaction(SIGTERM, &dfl, NULL);
-            sigaction(SIGINT, &dfl, NULL);
-            sigaction(SIGHUP, &dfl, NULL);
+            slurm_on_stop(SIG_DFL);
             dup2(p[1], 2);
             execvp(argv[0], argv);
             int e = errno;
@@ -1020,12 +1021,7 @@ int slurm_follow(const char *job, const char *out, const char *beat)
 {
     if (!strcmp(job, "--stamp"))
         return slurm_stamp();
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = slurm_on_signal;
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
+    slurm_on_stop(slurm_on_signal);
     struct slurm_pace pace = { .fd = -1, .bol = 1 };
     int misses = 0;
     double cancel_at = 0, last_look = 0;

@@ -75,9 +75,19 @@ EOF
 }
 
 check_replay() { # results.json checkpointing direct label
-  local j=$1 ck=$2 direct=$3 label=$4
-  assert_eq "$direct" "$(jqr ".max_fit[] | select(.checkpointing == $ck) | .micro_batch" "$j")" \
-    "$label: largest micro-batch vs ulimit -v bisection"
+  local j=$1 ck=$2 direct=$3 label=$4 got edge=""
+  got=$(jqr ".max_fit[] | select(.checkpointing == $ck) | .micro_batch" "$j")
+  # One size conservative only where autobatch's own trial one size up
+  # ran out of memory: the probe's hooks count against the address-space
+  # cap, and one CI run saw the size above the answer fail there while a
+  # bare run fitted it (docs/limits.md).  Anything else is a wrong answer.
+  if [ "$got" = $((direct - 1)) ] &&
+     [ "$(jqr "[.trials[] | select(.checkpointing == $ck and .micro_batch == $direct)][0].outcome" "$j")" = oom ]; then
+    edge=" (one conservative: its trial at $direct ran out with the probe, a bare run fitted)"
+  elif [ "$got" != "$direct" ]; then
+    jq -c ".trials[] | [.micro_batch, .checkpointing, .outcome, .evidence]" "$j" >&2 || true
+    fail "$label: largest micro-batch vs ulimit -v bisection: expected '$direct', got '$got'"
+  fi
   assert_eq "done" "$(jqr ".replay.cells[] | select(.checkpointing == $ck) | .state" "$j")" "$label: replay state"
   local off
   off=$(jqr ".replay.cells[] | select(.checkpointing == $ck) | .error_steps" "$j")
@@ -94,7 +104,7 @@ check_replay() { # results.json checkpointing direct label
     || fail "$label: predicted need off by $err% at the prediction"
   assert_eq 0 "$(jqr "[.trials[] | select(.outcome == \"fit\" and .steps_from != \"probe\")] | length" "$j")" \
     "$label: every fit measured by the probe"
-  pass "$label: predicted $(jqr ".replay.cells[] | select(.checkpointing == $ck) | .predicted_max_fit" "$j") ($off steps off), boundary $direct (direct bisection $direct) in $n trials, need error ${err}%"
+  pass "$label: predicted $(jqr ".replay.cells[] | select(.checkpointing == $ck) | .predicted_max_fit" "$j") ($off steps off), boundary $got (direct bisection $direct$edge) in $n trials, need error ${err}%"
 }
 
 # --- without checkpointing

@@ -21,6 +21,7 @@ struct sim {
     double ck_time;  /* a step with checkpointing takes this many times as long; 0: 1 */
     int trials;
     long ran[64][3]; /* micro, accum, ckpt */
+    int memory_only[64]; /* space_memory_only said so: no speed was measured */
 };
 
 static double sim_speed(const struct sim *s, long m, int ckpt)
@@ -50,11 +51,14 @@ static void sim_run(struct space *sp, struct sim *s, int with_memory)
         s->ran[s->trials][0] = m;
         s->ran[s->trials][1] = c->grad_accum;
         s->ran[s->trials][2] = c->checkpointing;
+        /* A memory-only trial measures no speed (space_memory_only). */
+        int mem_only = space_memory_only(sp, ci);
+        s->memory_only[s->trials] = mem_only;
         s->trials++;
         double need = s->base + (double)m * (c->checkpointing ? s->per_on : s->per_off);
         int fit = sim_fits(s, m, c->checkpointing);
         struct search_obs o = { m, fit, with_memory ? need : -1, with_memory ? s->cap : -1, 0,
-                                fit ? sim_speed(s, m, c->checkpointing) : 0, 0 };
+                                fit && !mem_only ? sim_speed(s, m, c->checkpointing) : 0, 0 };
         space_record(sp, ci, &o);
     }
 }
@@ -213,6 +217,87 @@ static void test_checkpointing_pruned_after_one_trial(void **state)
     space_release(&sp);
 }
 
+/* Memory-only boundary trials (issue 27 item 1): the same job as above.
+ * Every trial of the boundary search measures memory alone; the max-fit
+ * is then measured in full, with the step-time line's points; the cell
+ * with checkpointing opens with a full trial (its speed prunes it) and
+ * is still pruned after that one trial. */
+static void test_memory_only_boundary_trials(void **state)
+{
+    (void)state;
+    long accum[] = { 1 };
+    struct space_opts o = { .batch_min = 1, .batch_max = 512, .batch_step = 1,
+                            .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1, .ckpt_on = 1,
+                            .world_size = 1, .use_model = 1, .open_mid = 1, .memory_only = 1 };
+    struct space sp;
+    char err[256];
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    struct sim s = { .base = 0, .per_off = 1, .per_on = 0.3, .cap = 40.5, .t0 = 0.05,
+                     .t1 = 0.01, .slow = 1, .ck_time = 1.3 };
+    sim_run(&sp, &s, 0);
+    assert_int_equal(search_max_fit(&sp.cells[0].search), 40);
+    int first_full = -1, ran40_full = 0, ck = 0, mem = 0;
+    for (int i = 0; i < s.trials; i++) {
+        mem += s.memory_only[i];
+        if (!s.memory_only[i] && first_full < 0)
+            first_full = i;
+        if (s.ran[i][2] == 0 && s.ran[i][0] == 40 && !s.memory_only[i])
+            ran40_full = 1;
+        if (s.ran[i][2]) {
+            ck++;
+            assert_false(s.memory_only[i]); /* its one trial measures a speed */
+        }
+    }
+    /* bisection of 1..512 from the middle: at least 9 memory-only trials,
+     * all before the first full one */
+    assert_true(mem >= 9);
+    assert_int_equal(first_full, mem);
+    assert_true(ran40_full);
+    assert_int_equal(space_fastest(&sp.cells[0]), 40);
+    assert_int_equal(ck, 1);
+    assert_true(sp.cells[1].pruned);
+    space_release(&sp);
+
+    /* Without the option every trial is full. */
+    o.memory_only = 0;
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    struct sim s2 = s;
+    s2.trials = 0;
+    sim_run(&sp, &s2, 0);
+    for (int i = 0; i < s2.trials; i++)
+        assert_false(s2.memory_only[i]);
+    space_release(&sp);
+}
+
+/* A knee found from full trials only: steps slow above 90% of capacity,
+ * the memory-only search gives no speeds, and the points (the max-fit,
+ * half and a quarter of it, then the knee's bisection) find a size below
+ * the slowed max-fit that is faster. */
+static void test_memory_only_knee(void **state)
+{
+    (void)state;
+    long accum[] = { 1 };
+    struct space_opts o = { .batch_min = 1, .batch_max = 1024, .batch_step = 1,
+                            .grad_accum = accum, .ngrad_accum = 1, .ckpt_off = 1,
+                            .world_size = 1, .use_model = 1, .memory_only = 1 };
+    struct space sp;
+    char err[256];
+    assert_int_equal(space_init(&sp, &o, err, sizeof err), 0);
+    struct sim s = { .base = 1000, .per_off = 37, .cap = 1000 + 37 * 300.5, .t0 = 1, .t1 = 0.01,
+                     .slow = 1.5 };
+    sim_run(&sp, &s, 1);
+    assert_int_equal(search_max_fit(&sp.cells[0].search), 300);
+    long fastest = space_fastest(&sp.cells[0]);
+    assert_true(fastest > 0 && fastest < 300);
+    /* the fastest size was measured in a full trial, never memory-only */
+    int full = 0;
+    for (int i = 0; i < s.trials; i++)
+        if (s.ran[i][0] == fastest && !s.memory_only[i])
+            full = 1;
+    assert_true(full);
+    space_release(&sp);
+}
+
 /* The same where checkpointing does win (steps cost a fixed time, so
  * larger batches are much faster): the cell is not pruned, its boundary
  * is exact. */
@@ -273,6 +358,8 @@ int main(void)
         cmocka_unit_test(test_seeds_confirm_in_two_trials),
         cmocka_unit_test(test_checkpointing_pruned_after_one_trial),
         cmocka_unit_test(test_checkpointing_searched_when_it_can_win),
+        cmocka_unit_test(test_memory_only_boundary_trials),
+        cmocka_unit_test(test_memory_only_knee),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

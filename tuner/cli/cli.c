@@ -26,11 +26,11 @@
 enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 
 enum opt_id {
-    O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_CONFIRM, O_NO_CONFIRM, O_DRY_RUN, O_EMULATE_GPU_MEMORY,
+    O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_CONFIRM, O_NO_CONFIRM, O_FULL_TRIALS, O_DRY_RUN, O_EMULATE_GPU_MEMORY,
     O_EMULATE_WITH, O_EVENTS,
     O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_GRAD_ACCUM, O_LAUNCHER,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
-    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_SHOW_OUTPUT, O_SLURM_ARG, O_STEPS, O_KEEP_TRACES,
+    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_NO_REPLAY, O_SHOW_OUTPUT, O_SLURM_ARG, O_STEPS, O_KEEP_TRACES,
     O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
     O_WEBHOOK_INSECURE, O_VERSION, O_WARMUP,
     O_WORLD_SIZE, O_WORST_CASE, O_WORST_CASE_SCAN, O_WRITE,
@@ -80,11 +80,13 @@ static const struct opt cli_opts[] = {
     { "markdown", OPT_STRING, 0, O_MARKDOWN, T },
     { "no-cache", OPT_FLAG, 0, O_NO_CACHE, T },
     { "no-confirm", OPT_FLAG, 0, O_NO_CONFIRM, T },
+    { "full-trials", OPT_FLAG, 0, O_FULL_TRIALS, T },
     { "no-probe", OPT_FLAG, 0, O_NO_PROBE, T },
     { "preset", OPT_STRING, 0, O_PRESET, T },
     { "quiet", OPT_FLAG, 'q', O_QUIET, 0 },
     { "regression-threshold", OPT_STRING, 0, O_REGRESSION_THRESHOLD, T },
     { "replay", OPT_FLAG, 0, O_REPLAY, T },
+    { "no-replay", OPT_FLAG, 0, O_NO_REPLAY, T },
     { "show-output", OPT_FLAG, 0, O_SHOW_OUTPUT, T },
     { "slurm-arg", OPT_STRING, 0, O_SLURM_ARG, T },
     { "steps", OPT_COUNT, 0, O_STEPS, 0 },
@@ -134,8 +136,10 @@ static const char cli_usage[] =
 "                        the choice sets stops the write (exit 2)\n"
 "Search:\n"
 "  --batch MIN:MAX[:STEP]  micro-batch range and granularity (default 1:1024:1)\n"
-"  --steps N             measured steps per trial (default 5)\n"
+"  --steps N             measured steps per throughput trial (default 5)\n"
 "  --warmup N            steps discarded before measuring (default 2)\n"
+"  --full-trials         boundary trials measure throughput too (default: with the\n"
+"                        probe they end at its second optimizer step, memory only)\n"
 "  --grad-accum LIST     gradient-accumulation steps to try, e.g. 1,2,4,8\n"
 "                        (default: the command's or config's own value)\n"
 "  --checkpointing off|on|both  try activation checkpointing (default: leave it)\n"
@@ -155,7 +159,10 @@ static const char cli_usage[] =
 "  --no-probe            do not load the in-process probe into Python trials\n"
 "  --replay              record two small trials' allocations per cell, predict the\n"
 "                        boundary, and run the prediction and the size above first\n"
-"                        (needs the probe; on CPU, --trial-memory-limit)\n"
+"                        (needs the probe; on CPU, --trial-memory-limit); on by\n"
+"                        default for a Python command on a GPU, one trial at a\n"
+"                        time, without a warm start or --global-batch\n"
+"  --no-replay           search without it\n"
 "  --keep-traces DIR     keep --replay's traces in DIR for autobatch predict\n"
 "Limits (durations like 90s, 10m, 2h):\n"
 "  --trial-timeout D     end a trial after D (default 20m)\n"
@@ -421,6 +428,7 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_GLOBAL_BATCH: p->global_batch = n; break;
     case O_NO_CACHE: p->no_cache = 1; break;
     case O_NO_CONFIRM: p->no_confirm = 1; break;
+    case O_FULL_TRIALS: p->full_trials = 1; break;
     case O_WORST_CASE:
         if (strcmp(arg, "off") && strcmp(arg, "auto") && strcmp(arg, "scan"))
             return cli_bad("--worst-case '%s': use off, auto or scan", arg);
@@ -448,6 +456,7 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
         break;
     case O_NO_PROBE: p->no_probe = 1; break;
     case O_REPLAY: p->replay = 1; break;
+    case O_NO_REPLAY: p->no_replay = 1; break;
     case O_KEEP_TRACES: p->keep_traces = arg; break;
     case O_TRIAL_MEMORY_LIMIT:
         if (units_size(arg, &p->trial_mem_limit) || p->trial_mem_limit < (64ULL << 20))

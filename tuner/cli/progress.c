@@ -511,6 +511,8 @@ static void progress_trial_line(struct progress *p, const struct trial_result *r
     fprintf(stderr, "%s%s%s%s%s", head, progress_c(p, col), outcome, progress_c(p, C_RESET), after);
     if (r->outcome == TRIAL_FIT && samples_per_s > 0) {
         fprintf(stderr, "  %8.1f %s/s", samples_per_s, p->unit);
+    } else if (r->outcome == TRIAL_FIT && r->memory_only) {
+        fprintf(stderr, "  memory only"); /* a boundary trial: no speed measured */
     } else if (r->outcome == TRIAL_FIT) {
         fprintf(stderr, "  %ld steps", r->steps_seen); /* timed beside others: no speed */
     } else if (detail[0] && used + 2 + 8 <= width) {

@@ -45,10 +45,12 @@ struct plan {
     long confirm_steps;
     double confirm_s;
     int no_confirm;
+    int full_trials;          /**< --full-trials: no memory-only boundary trials */
     const char *worst_case;   /**< --worst-case off|auto|scan (auto) */
     double worst_case_scan_s; /**< --worst-case-scan D: the bound on a scan (30 s) */
     int no_probe;             /**< --no-probe */
     int replay;               /**< --replay: guide the search with the replay probe */
+    int no_replay;            /**< --no-replay: not even where it would be on by default */
     const char *keep_traces;  /**< --keep-traces DIR, or NULL */
     uint64_t trial_mem_limit; /**< --trial-memory-limit in bytes; 0: none */
     char gpus[256];           /**< --gpus all|LIST; "": one trial at a time */

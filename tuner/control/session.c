@@ -292,6 +292,11 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
     res->slots = s->nslots > 1 ? s->nslots : 1;
     s->so.shared_speeds = s->nslots > 1;
     s->space.o.shared_speeds = s->nslots > 1;
+    /* Boundary trials end at the probe's second optimizer step, unless
+     * the user wants every speed or the trials run through srun (which
+     * must forward a stop, not be killed). */
+    s->so.memory_only = !plan->no_probe && !plan->full_trials && !slurm;
+    s->space.o.memory_only = s->so.memory_only;
     return SESSION_OK;
 }
 
@@ -302,9 +307,23 @@ static const char *session_replay(struct session *s)
     const struct plan *plan = s->plan;
     struct stat st;
     s->guide.keep_dir = plan->keep_traces;
-    s->replay_cpu = plan->replay && plan->trial_mem_limit > 0;
-    double gcap = plan->replay ? gpu_capacity(&s->gpu) : -1;
-    if (plan->keep_traces && !plan->replay)
+    double gcap = gpu_capacity(&s->gpu);
+    if (plan->replay && plan->no_replay)
+        return "--replay and --no-replay: keep one";
+    /* On by default where it can work and pays: a Python command (the
+     * probe loads) on a GPU (the caching allocator the replay models; on
+     * CPU under --trial-memory-limit glibc's heap is not modelled: on
+     * train_tts with the user's allocator it predicted 23 where 15 is
+     * the boundary, docs/replay.md), one trial at a time (the recordings
+     * run alone), a search to guide (free mode, no cached boundary to
+     * confirm).  A decline falls back to the search and says why. */
+    s->replay = plan->replay ||
+                (!plan->no_replay && !plan->no_probe && tune_looks_python(plan->command) &&
+                 !plan->trial_mem_limit && gcap > 0 && s->nslots <= 1 && !s->slurm &&
+                 plan->global_batch <= 0 && !s->cached);
+    s->replay_cpu = s->replay && plan->trial_mem_limit > 0;
+    s->res.settings.replay = s->replay;
+    if (plan->keep_traces && !s->replay)
         return "--keep-traces keeps --replay's traces; add --replay";
     if (plan->replay && plan->no_probe)
         return "--replay records through the in-process probe; drop --no-probe";
@@ -314,7 +333,7 @@ static const char *session_replay(struct session *s)
     if (plan->keep_traces && (stat(plan->keep_traces, &st) || !S_ISDIR(st.st_mode) ||
                               access(plan->keep_traces, W_OK | X_OK)))
         return "--keep-traces: not a writable directory; make it first (mkdir -p DIR)";
-    if (plan->replay &&
+    if (s->replay &&
         guide_init(&s->guide, &s->space,
                    s->replay_cpu ? (int64_t)plan->trial_mem_limit : (int64_t)gcap,
                    s->replay_cpu ? "trial-memory-limit" : "gpu"))
@@ -378,7 +397,8 @@ struct tune_run session_tune(struct session *s, const struct tune_view *view)
     struct tune_run run = {
         .plan = s->plan, .setup = &s->setup, .ctx = &s->ctx, .space = &s->space, .res = &s->res,
         .gpu = &s->gpu, .guide = &s->guide, .view = *view, .oom = &s->oom,
-        .log_rules = &s->log_rules, .dir = s->dir, .replay_cpu = s->replay_cpu,
+        .log_rules = &s->log_rules, .dir = s->dir, .replay = s->replay,
+        .replay_cpu = s->replay_cpu,
         .t0 = mono_now(), .status = 0,
         .slots = s->nslots > 0 ? s->slots : NULL, .nslots = s->nslots > 0 ? (size_t)s->nslots : 0,
         .slurm = s->slurm, .slurm_array = s->slurm && !getenv("SLURM_JOB_ID"),
@@ -414,7 +434,7 @@ int session_answer(struct session *s, const struct tune_run *run, const struct t
 {
     struct results *res = &s->res;
     const struct plan *plan = s->plan;
-    if (plan->replay) {
+    if (s->replay) {
         res->replay = guide_json(&s->guide, &s->space);
         guide_release(&s->guide);
     }

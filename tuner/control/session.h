@@ -78,7 +78,8 @@ struct session {
     struct cache_key ck;
     int cached;                    /**< the warm start found boundaries */
     struct guide guide;
-    int replay_cpu;                /**< --replay measures VmPeak under --trial-memory-limit */
+    int replay;                    /**< the replay guides the search: --replay, or by default */
+    int replay_cpu;                /**< the replay measures VmPeak under --trial-memory-limit */
 };
 
 /** Steps 1 and 3 above; view->line gets the notes and the error. */

@@ -97,6 +97,10 @@ struct tune_view {
 
 /** A line worded as printf would, handed to v->line (nothing when it is
  *  NULL); "out of memory" when it cannot be worded. */
+/** 1 when the command runs Python (python*, a *.py script, or accelerate,
+ *  torchrun or deepspeed): the in-process probe can load. */
+int tune_looks_python(char *const *cmd);
+
 void tune_view_say(const struct tune_view *v, enum tune_line kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -115,7 +119,8 @@ struct tune_run {
     const struct oom_table *oom;
     const struct trainlog_rules *log_rules;
     const char *dir;             /**< this run's scratch directory: trial-N go there */
-    int replay_cpu;              /**< --replay measures VmPeak under --trial-memory-limit */
+    int replay;                  /**< the replay guides the search (--replay, or by default) */
+    int replay_cpu;              /**< the replay measures VmPeak under --trial-memory-limit */
     double t0;                   /**< mono_now() at the start, for --budget */
     /** Set by the caller's signal handler (async-signal-safe: the loop
      *  only reads it); NULL: never interrupted. */

@@ -56,6 +56,9 @@ static void tune_show_crash(const struct tune_run *r, const struct trial_result 
  * optimizer step, for three steps (the first of them is dropped), and
  * writes its trace in the hook of the fifth; one more step ends it. */
 #define TUNE_RECORD_STEPS 6
+/* A memory-only boundary trial ends past the probe's second optimizer
+ * step, at the first step over which its memory did not grow. */
+#define TUNE_MEMORY_STEPS 2
 
 /*
  * The environment of a --replay trial: autobatch's own variables only.
@@ -85,7 +88,7 @@ static int tune_make_channel(const char *path)
 }
 
 /* Is the command a Python program (so the probe should have loaded)? */
-static int tune_looks_python(char *const *cmd)
+int tune_looks_python(char *const *cmd)
 {
     static const char *const launchers[] = { "accelerate", "torchrun", "deepspeed", NULL };
     const char *b = strrchr(cmd[0], '/');
@@ -450,7 +453,7 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
     const struct plan *plan = r->plan;
     struct setup *setup = r->setup;
     const struct cell *cell = &r->space->cells[ci];
-    j->recording = !j->confirm && plan->replay && guide_next(r->guide, r->space, ci, &value);
+    j->recording = !j->confirm && r->replay && guide_next(r->guide, r->space, ci, &value);
     double left = plan->budget_s > 0 ? plan->budget_s - (mono_now() - r->t0) : 0;
     if (plan->budget_s > 0 && left <= 0) {
         r->budget_hit = 1;
@@ -515,8 +518,8 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
     }
     /* Under --trial-memory-limit the address space is the memory that
      * runs out: its peak is the trial's peak (the probe reads VmPeak). */
-    if ((plan->replay && tune_replay_env(&j->t.env, j->recording ? j->recdir : NULL)) ||
-        (!plan->replay && plan->trial_mem_limit > 0 &&
+    if ((r->replay && tune_replay_env(&j->t.env, j->recording ? j->recdir : NULL)) ||
+        (!r->replay && plan->trial_mem_limit > 0 &&
          strvec_pushf(&j->t.env, "AUTOBATCH_VMPEAK=1")) ||
         tune_job_env(r, j)) {
         tune_say(r, TUNE_ERROR, "out of memory");
@@ -542,6 +545,13 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
         .log_rules = r->log_rules, .interrupt = r->interrupt,
         .hooks = { r->view.ctx, r->view.output, r->view.step, r, tune_tick },
     };
+    /* A boundary trial whose speed nothing needs is decided by memory
+     * alone: past the second optimizer step (the first with the
+     * optimizer's state; the probe's worst case puts the largest batches
+     * there), a step over which the memory figure did not grow makes it
+     * a fit, killed at once. */
+    if (!j->confirm && !j->recording && space_memory_only(r->space, j->ci))
+        to.memory_steps = TUNE_MEMORY_STEPS;
     /* A recording trial runs until the probe has written its trace: two
      * steps before the recording, three recorded, one more. */
     if (j->recording && to.target_steps < TUNE_RECORD_STEPS)
@@ -649,7 +659,11 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         tune_say(r, TUNE_NOTE, "micro_batch=%ld fit at the edge: the allocator freed its cache and "
                                "retried %ld times (rank %ld); usually slower", value,
                  tr->alloc_retries, tr->alloc_retries_rank);
-    double sps = tr->step_time_s > 0 && !shared ? samples / tr->step_time_s : -1;
+    /* No speed from a trial beside others, a memory-only one, or a
+     * recording one (the profiler slows its steps: its speed is not the
+     * trainer's, and a runner-up at it would flatter the choice). */
+    double sps = tr->step_time_s > 0 && !shared && !tr->memory_only && !j->recording
+                   ? samples / tr->step_time_s : -1;
     if (j->in_worker && r->view.trial_start) /* its start was not shown: say it with its end */
         r->view.trial_start(r->view.ctx, j->id, value, cell->grad_accum, cell->checkpointing,
                             j->to.target_steps, NULL);
@@ -676,7 +690,7 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
         .loader_batch = tr->loader_batch, .batches_per_step = tr->loader_batches_per_step,
         .peak_allocated_bytes = tr->peak_allocated_bytes,
         .peak_vm_bytes = tr->peak_vm_bytes, .recorded = j->recording,
-        .round = j->round, .shared = shared,
+        .round = j->round, .shared = shared, .memory_only = tr->memory_only,
     };
     if (r->slurm)
         snprintf(rt.devices, sizeof rt.devices, "%s", slurm_gpus);
@@ -773,7 +787,7 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
      * the cell's search, finished before, looks for it again. */
     if (j->confirm && !obs.fit)
         space_reopen(space, j->ci);
-    if (plan->replay && !j->confirm) {
+    if (r->replay && !j->confirm) {
         char note[1024];
         guide_record(r->guide, space, j->ci, value, j->recording, obs.fit,
                      r->replay_cpu ? tr->peak_vm_bytes : peak, j->recdir, note, sizeof note);
@@ -874,7 +888,8 @@ void tune_job_run(struct tune_run *r, struct tune_job *j)
                         search_min_fail(&cell->search));
     if (r->view.trial_start)
         r->view.trial_start(r->view.ctx, j->id, j->value, cell->grad_accum, cell->checkpointing,
-                            j->to.target_steps, j->t.argv.v);
+                            j->to.memory_steps ? j->to.memory_steps + 1 : j->to.target_steps,
+                            j->t.argv.v);
     tune_event_start(r, j);
     gpu_use(r->gpu, j->slot ? j->slot->mask : 0);
     gpu_trial_start(r->gpu);

@@ -325,6 +325,8 @@ json_t *results_trial_json(const struct results_trial *t)
         json_object_set_new(o, "devices", json_string(t->devices));
     if (t->shared)
         json_object_set_new(o, "shared", json_true());
+    if (t->memory_only)
+        json_object_set_new(o, "memory_only", json_true());
     json_object_set_new(o, "steps_from", str_or_null(t->steps_from));
     if (t->probe_processes > 0) {
         json_t *pr = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o}",

@@ -51,6 +51,8 @@ struct results_trial {
     long round;             /**< --gpus: the round it ran in; 0: trials ran one at a time */
     char devices[128];      /**< --gpus / Slurm: the CUDA_VISIBLE_DEVICES it got, or "" */
     int shared;             /**< it ran beside other trials: its speed is not kept */
+    int memory_only;        /**< a boundary trial that ended at the probe's second
+                                 optimizer step: memory only, no speed */
     /* What the model itself got, from the probe (results_trial_seen()); 0: null. */
     long batch_seen;        /**< samples per forward of the outermost module */
     long seen_per_step;     /**< samples per optimizer step */

@@ -157,6 +157,21 @@ static const struct search_probe *space_fit_at(const struct cell *c, long m)
     return at;
 }
 
+/* Worth a throughput trial at v: not run here, or run only for its
+ * memory (its latest trial here a fit without a speed). */
+static int space_untimed(const struct cell *c, long v)
+{
+    int fit = 0;
+    if (!search_tried(&c->search, v))
+        return 1;
+    for (size_t i = 0; i < c->search.nprobes; i++) {
+        const struct search_probe *p = &c->search.probes[i];
+        if (!p->inferred && p->value == v)
+            fit = p->fit && p->speed <= 0;
+    }
+    return fit;
+}
+
 /* A measured speed of this cell at m; 0 unknown. */
 static double space_speed(const struct cell *c, long m)
 {
@@ -246,7 +261,7 @@ static long space_below(const struct cell *c, long mf)
 {
     long below = space_snap(c, 0.9 * (double)mf);
     long floor80 = (long)(0.8 * (double)mf);
-    return below > c->search.min && below < mf && !search_tried(&c->search, below) &&
+    return below > c->search.min && below < mf && space_untimed(c, below) &&
            !space_measured_in(c, floor80, mf) ? below : 0;
 }
 
@@ -273,13 +288,13 @@ static long space_knee_next(const struct space *sp, const struct cell *c, long m
          * checkpointing only where the others do not fit. */
         for (int k = 2; k >= 1; k--) {
             long v = space_snap(c, 0.25 * k * (double)mf);
-            if (v > c->search.min && v < mf && !search_tried(&c->search, v) &&
+            if (v > c->search.min && v < mf && space_untimed(c, v) &&
                 !(gate && space_fits_off(sp, v)))
                 return v;
         }
         for (long v = mf - c->search.step; v >= c->search.min && mf <= 4 * c->search.step + c->search.min;
              v -= c->search.step)
-            if (!search_tried(&c->search, v) && !(gate && space_fits_off(sp, v)))
+            if (space_untimed(c, v) && !(gate && space_fits_off(sp, v)))
                 return v;
         return gate ? space_below(c, mf) : 0;
     }
@@ -310,7 +325,7 @@ static long space_knee_next(const struct space *sp, const struct cell *c, long m
     if (slowed - lo <= step || (double)(slowed - lo) <= SPACE_KNEE_REL * (double)slowed)
         return 0;
     long mid = space_snap(c, (double)lo + (double)(slowed - lo) / 2);
-    return mid > lo && mid < slowed && !search_tried(&c->search, mid) ? mid : 0;
+    return mid > lo && mid < slowed && space_untimed(c, mid) ? mid : 0;
 }
 
 /* The fastest measured speed over the cells other than c; 0 none. */
@@ -364,14 +379,14 @@ static long space_points_next(const struct space *sp, const struct cell *c, long
         }
     }
     if (best > 0)
-        return best < mf && !search_tried(&c->search, best) ? best : 0;
+        return best < mf && space_untimed(c, best) ? best : 0;
     if (space_cannot_win(sp, c, mf))
         return 0; /* no size of this cell can beat the fastest point */
     if (c->seed_fastest > 0 && c->seed_max_fit == mf) {
         /* A confirmed warm start: the old choice and its neighbours. */
         long want[3] = { c->seed_fastest, c->seed_near[0], c->seed_near[1] };
         for (int i = 0; i < 3; i++)
-            if (want[i] > 0 && want[i] < mf && !search_tried(&c->search, want[i]))
+            if (want[i] > 0 && want[i] < mf && space_untimed(c, want[i]))
                 return want[i];
         return 0;
     }
@@ -444,8 +459,10 @@ static int space_cell_next(struct space *sp, struct cell *c, long *micro)
         return 1;
     }
     /* Its trial ran beside others (--gpus), which share the CPU and the
-     * host: its speed is measured again, alone. */
-    if (space_speed(c, mf) <= 0 && sp->o.shared_speeds && c->remeasured != mf) {
+     * host, or measured its memory alone: its speed is measured now,
+     * alone, in a full trial. */
+    if (space_speed(c, mf) <= 0 && (sp->o.shared_speeds || sp->o.memory_only) &&
+        c->remeasured != mf) {
         c->remeasured = mf;
         *micro = mf;
         return 1;
@@ -462,6 +479,21 @@ static int space_cell_next(struct space *sp, struct cell *c, long *micro)
     }
     c->state = CELL_DONE;
     return 0;
+}
+
+int space_memory_only(const struct space *sp, size_t cell)
+{
+    if (!sp->o.memory_only || cell >= sp->ncells || sp->from_request)
+        return 0;
+    const struct cell *c = &sp->cells[cell];
+    if (c->state != CELL_SEARCHING || c->fixed_micro > 0)
+        return 0;
+    /* A cell with checkpointing that another cell may beat: its first
+     * speed decides whether it is searched at all. */
+    if (c->checkpointing && !sp->o.ckpt_forced && !space_fastest_fit(c) &&
+        space_best_speed_but(sp, c) > 0)
+        return 0;
+    return 1;
 }
 
 void space_reopen(struct space *sp, size_t cell)

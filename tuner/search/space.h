@@ -79,6 +79,9 @@ struct space_opts {
     int open_mid;            /**< no memory figures will come: bisect from the middle */
     int shared_speeds;       /**< trials may run side by side: a speed measured then is
                                   not recorded, and the max-fit is measured again alone */
+    int memory_only;         /**< boundary trials may measure memory alone
+                                  (space_memory_only): the max-fit and the throughput
+                                  points are then measured in full trials */
 };
 
 #define SPACE_MAX_REQUESTS 4
@@ -126,6 +129,15 @@ int space_request(struct space *sp, size_t cell, long micro);
  * A pruned or skipped cell stays as it is.
  */
 void space_reopen(struct space *sp, size_t cell);
+
+/**
+ * Is the trial space_next just gave for this cell a memory-only one (a
+ * boundary trial whose speed nothing needs)?  0 for the throughput
+ * points, the max-fit's measurement, a request, a global-batch cell's one
+ * size, and a checkpointing cell's first trial when another cell has a
+ * speed (its own speed may prune it, space_cannot_win).
+ */
+int space_memory_only(const struct space *sp, size_t cell);
 
 /** Record a trial's outcome for a cell; shares it with the other cells. */
 void space_record(struct space *sp, size_t cell, const struct search_obs *obs);

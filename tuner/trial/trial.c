@@ -308,6 +308,8 @@ struct trial_state {
     size_t nnb, nb_alloc;
     struct inproc_seen seen; /* what the model got per step (the counting process) */
     long target;          /* steps that end the trial as a fit; may grow once */
+    int64_t mem_last;     /* the memory figure at step mem_last_step (memory_steps) */
+    long mem_last_step;
     int extended;
     int tail_head;        /* r->tail is a ring while the trial runs: its oldest line */
 };
@@ -428,6 +430,14 @@ static void trial_stop(struct trial_state *st, enum trial_outcome why, double no
         return;
     st->stopping = 1;
     st->stop_at = now;
+    /* A memory-only fit is decided and nothing of the trainer's shutdown
+     * is wanted: no grace. */
+    if (st->r->memory_only && st->r->outcome == TRIAL_FIT) {
+        trial_signal_tree(st, SIGKILL);
+        st->killed = 1;
+        st->kill_at = now;
+        return;
+    }
     trial_signal_tree(st, SIGTERM);
 }
 
@@ -448,6 +458,30 @@ static int trial_extend(struct trial_state *st)
     return 1;
 }
 
+/* The probe's memory figure so far: the largest it said, any view. */
+static int64_t trial_mem_figure(const struct trial_result *r)
+{
+    int64_t f = r->peak_mem_bytes;
+    if (r->peak_vm_bytes > f)
+        f = r->peak_vm_bytes;
+    if (r->cuda_peak_bytes > f)
+        f = r->cuda_peak_bytes;
+    return f;
+}
+
+/* A memory-only trial (opts->memory_steps) is decided at step now_step:
+ * past memory_steps, and its memory figure as it was a step before. */
+static int trial_memory_settled(struct trial_state *st, long now_step)
+{
+    if (st->o->memory_steps <= 0 || trial_steps_from(st) != STEPS_FROM_PROBE)
+        return 0;
+    int64_t fig = trial_mem_figure(st->r);
+    int flat = fig > 0 && fig == st->mem_last && now_step == st->mem_last_step + 1;
+    st->mem_last = fig;
+    st->mem_last_step = now_step;
+    return flat && now_step > st->o->memory_steps;
+}
+
 static void trial_note_step(struct trial_state *st, long before, double rate)
 {
     long now_step = trial_best_step(st);
@@ -455,7 +489,10 @@ static void trial_note_step(struct trial_state *st, long before, double rate)
         st->r->steps_seen = now_step;
         if (st->o->hooks.step)
             st->o->hooks.step(st->o->hooks.ctx, now_step, rate);
-        if (st->target > 0 && now_step >= st->target && !trial_extend(st))
+        if (!st->decided && trial_memory_settled(st, now_step)) {
+            st->r->memory_only = 1;
+            trial_stop(st, TRIAL_FIT, mono_now());
+        } else if (st->target > 0 && now_step >= st->target && !trial_extend(st))
             trial_stop(st, TRIAL_FIT, mono_now());
         else if (st->o->soak_s > 0 && now_step > st->o->warmup_steps + 1 &&
                  mono_now() - st->t0 >= st->o->soak_s)

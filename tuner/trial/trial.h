@@ -107,6 +107,15 @@ struct trial_opts {
     long target_steps;   /**< stop as a fit once this many steps were seen; 0 = never */
     long warmup_steps;   /**< steps left out of the timing */
     long extra_steps;    /**< a noisy trial may run this many more steps; 0 = never */
+    /** a memory-only trial: past this many of the probe's optimizer
+     *  steps, the first step over which the probe's memory figure (the
+     *  largest of reserved, VmPeak and the CUDA view) did not grow makes
+     *  it a fit; its tree is then killed at once (SIGKILL, no grace, no
+     *  extension) and it measures no speed.  Until then it is a full
+     *  trial.  0 = a full trial.  Steps from anything but the probe, or a
+     *  probe without memory figures, ignore it (NVML's sampler and a
+     *  report file may lag). */
+    long memory_steps;
     double noise_rel;    /**< noisy: step-time MAD above this share of the median */
     double trial_timeout_s; /**< 0 = none */
     /** stop as a fit at the first step after this many seconds from the
@@ -140,6 +149,7 @@ struct trial_result {
     enum trial_isolated isolation; /**< what held the trial's processes */
     int kernel_oom;      /**< the OOM evidence is a SIGKILL we did not send */
     int extended;        /**< ran extra steps because the timing was noisy */
+    int memory_only;     /**< ended at opts->memory_steps: a fit, no speed */
     long steps_seen;     /**< highest step number seen */
     long steps_measured; /**< steps between the first step boundary at or after the
                               warm-up and the last one seen */

@@ -9,7 +9,7 @@ WORK=$(mktemp -d /tmp/ab-e2e-XXXXXX)
 export AB_E2E_MARK="ab-e2e-$$-$RANDOM"
 # A cache of our own: a warm start from an earlier run would change trial counts.
 export XDG_CACHE_HOME="$WORK/cache" XDG_STATE_HOME="$WORK/state"
-trap 'rm -rf "$WORK"' EXIT
+trap '[ -n "${AB_KEEP:-}" ] || rm -rf "$WORK"' EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 pass() { echo "ok: $*"; }

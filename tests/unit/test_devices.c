@@ -105,6 +105,67 @@ static void test_no_gpus_no_slots(void **state)
     gpu_release(&g);
 }
 
+/* --parallel N (devices_cpu_slots): N empty slots, or one line saying
+ * why not.  Catches: a missing check (cap, cores, free memory, --gpus,
+ * Slurm, GPUs in sight), slots written beyond N, devices set on a CPU
+ * slot. */
+static void test_parallel_cpu_slots(void **state)
+{
+    (void)state;
+    char info[] = "/tmp/ab-test-meminfo-XXXXXX";
+    int fd = mkstemp(info);
+    assert_true(fd >= 0);
+    const char text[] = "MemTotal:        8388608 kB\nMemAvailable:    2097152 kB\n";
+    assert_int_equal(write(fd, text, sizeof text - 1), (ssize_t)(sizeof text - 1));
+    close(fd);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    struct cmd c;
+    struct out o;
+    struct { const char *line; int gpus, slurm; const char *err; } bad[] = {
+        { "autobatch --parallel 2 -- /bin/true", 0, 0, "needs --trial-memory-limit" },
+        { "autobatch --parallel 2 --gpus 0 --trial-memory-limit 1G -- /bin/true", 0, 0, "keep one" },
+        { "autobatch --parallel 2 --trial-memory-limit 1G -- /bin/true", 0, 1, "--launcher slurm" },
+        { "autobatch --parallel 2 --trial-memory-limit 1G -- /bin/true", 2, 0, "use --gpus" },
+        { "autobatch --parallel 2 --trial-memory-limit 1500M -- /bin/true", 0, 0,
+          "more than the 2.00 GiB available; give --parallel 1" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (cores < 2 && strstr(bad[i].err, "available"))
+            continue; /* the cores check comes first */
+        cmd_parse(&c, bad[i].line);
+        out_init(&o);
+        assert_int_equal(devices_cpu_slots(&c.plan, bad[i].gpus, bad[i].slurm, info, o.slots,
+                                           NSLOTS, o.err, sizeof o.err), -1);
+        assert_non_null(strstr(o.err, bad[i].err));
+        assert_string_equal(o.slots[0].devices, "untouched");
+    }
+    char line[128];
+    snprintf(line, sizeof line, "autobatch --parallel %ld --trial-memory-limit 64M -- /bin/true",
+             cores + 1);
+    cmd_parse(&c, line);
+    out_init(&o);
+    assert_int_equal(devices_cpu_slots(&c.plan, 0, 0, info, o.slots, NSLOTS, o.err, sizeof o.err),
+                     -1);
+    assert_non_null(cores + 1 > NSLOTS ? strstr(o.err, "at most") : strstr(o.err, "cores online"));
+    if (cores >= 2) {
+        cmd_parse(&c, "autobatch --parallel 2 --trial-memory-limit 1G -- /bin/true");
+        out_init(&o);
+        assert_int_equal(devices_cpu_slots(&c.plan, 0, 0, info, o.slots, NSLOTS, o.err,
+                                           sizeof o.err), 2);
+        assert_string_equal(o.slots[0].devices, "");
+        assert_string_equal(o.slots[1].devices, "");
+        assert_true(o.slots[0].mask == 0 && o.slots[1].mask == 0);
+        assert_string_equal(o.slots[2].devices, "untouched");
+    }
+    /* --parallel 1 or none: no slots, no error */
+    cmd_parse(&c, "autobatch --parallel 1 -- /bin/true");
+    out_init(&o);
+    assert_int_equal(devices_cpu_slots(&c.plan, 0, 0, info, o.slots, NSLOTS, o.err, sizeof o.err),
+                     0);
+    assert_string_equal(o.err, "");
+    unlink(info);
+}
+
 /* Catches: groups cut wrongly (off by one, one device a slot), the
  * separator, indices replaced by something else without NVML, a mask
  * set for devices NVML does not know. */
@@ -399,6 +460,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_gpus_no_slots),
+        cmocka_unit_test(test_parallel_cpu_slots),
         cmocka_unit_test(test_indices_in_pairs),
         cmocka_unit_test(test_listed_twice),
         cmocka_unit_test(test_not_a_multiple),

@@ -28,7 +28,7 @@ enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 enum opt_id {
     O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_CONFIRM, O_NO_CONFIRM, O_FULL_TRIALS, O_DRY_RUN, O_EMULATE_GPU_MEMORY,
     O_EMULATE_WITH, O_EVENTS,
-    O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_GRAD_ACCUM, O_LAUNCHER,
+    O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_PARALLEL, O_GRAD_ACCUM, O_LAUNCHER,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
     O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_NO_REPLAY, O_SHOW_OUTPUT, O_SLURM_ARG, O_STEPS, O_KEEP_TRACES,
     O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
@@ -66,6 +66,7 @@ static const struct opt cli_opts[] = {
     { "global-batch", OPT_COUNT, 0, O_GLOBAL_BATCH, T },
     { "gpus", OPT_STRING, 0, O_GPUS, 0 },
     { "gpus-per-trial", OPT_COUNT, 0, O_GPUS_PER_TRIAL, T },
+    { "parallel", OPT_COUNT, 0, O_PARALLEL, T },
     { "grad-accum", OPT_STRING, 0, O_GRAD_ACCUM, 0 },
     { "hang-timeout", OPT_DURATION, 0, O_HANG_TIMEOUT, T },
     { "headroom", OPT_STRING, 0, O_HEADROOM, T },
@@ -177,6 +178,9 @@ static const char cli_usage[] =
 "                        size per slot a round; throughput is measured one at a time;\n"
 "                        from a login node (job arrays) --gpus N: how many GPUs\n"
 "  --gpus-per-trial K    GPUs each trial gets (default 1)\n"
+"  --parallel N          run N CPU trials side by side, as --gpus does (needs\n"
+"                        --trial-memory-limit: N caps within the free memory, N at\n"
+"                        most the cores)\n"
 "  --launcher local|slurm  run each trial as a Slurm job step inside an allocation,\n"
 "                        or as a task of a job array from a login node (default:\n"
 "                        slurm when SLURM_JOB_ID is set)\n"
@@ -401,6 +405,7 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_TRIAL_TIMEOUT: p->trial_timeout_s = d; break;
     case O_KILL_GRACE: p->grace_s = d; break;
     case O_GPUS_PER_TRIAL: p->gpus_per_trial = n; break;
+    case O_PARALLEL: p->parallel = n; break;
     case O_DRY_RUN: p->dry_run = 1; break;
     case O_EVENTS: p->events_path = arg; break;
     case O_GPUS:

@@ -7,7 +7,8 @@
  * --gpus-per-trial devices, each named for CUDA_VISIBLE_DEVICES by UUID
  * where NVML gives one and sampled through an NVML mask.  The
  * --emulate-gpu-memory preload library is looked up beside the binary.
- * Nothing here prints: errors come back as one line.
+ * --parallel N makes N slots for CPU trials, checked against the cores
+ * and the free memory.  Nothing here prints: errors come back as one line.
  */
 #include <libgen.h>
 #include <limits.h>
@@ -28,6 +29,62 @@ static size_t devices_list_count(const char *s)
     for (; *s; s++)
         n += *s == ',';
     return n;
+}
+
+/* MemAvailable from a /proc/meminfo, in bytes; -1 unknown. */
+static double devices_mem_available(const char *path)
+{
+    FILE *f = fopen(path ? path : "/proc/meminfo", "re");
+    char line[256];
+    double kb = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+long devices_cpu_slots(const struct plan *plan, int gpus, int slurm, const char *meminfo,
+                       struct tune_slot *slots, size_t max, char *err, size_t errlen)
+{
+    long n = plan->parallel;
+    if (n <= 1)
+        return 0;
+    const double gib = 1024.0 * 1024 * 1024;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    double avail = devices_mem_available(meminfo);
+    double caps = (double)n * (double)plan->trial_mem_limit;
+    if (plan->gpus[0])
+        snprintf(err, errlen, "--parallel runs CPU trials side by side; --gpus already does "
+                              "so on GPUs: keep one");
+    else if (slurm)
+        snprintf(err, errlen, "--parallel runs trials on this machine; drop it with --launcher "
+                              "slurm (use --gpus N there)");
+    else if (gpus > 0)
+        snprintf(err, errlen, "--parallel is for CPU trials, and %d GPU(s) are in sight: use "
+                              "--gpus to run GPU trials side by side", gpus);
+    else if (!plan->trial_mem_limit)
+        snprintf(err, errlen, "--parallel %ld needs --trial-memory-limit SIZE: each CPU trial "
+                              "needs its cap, and the caps must fit in free memory", n);
+    else if ((size_t)n > max)
+        snprintf(err, errlen, "--parallel %ld: at most %zu trials run side by side", n, max);
+    else if (cores > 0 && n > cores)
+        snprintf(err, errlen, "--parallel %ld: this machine has %ld cores online; give "
+                              "--parallel %ld or less", n, cores, cores);
+    else if (avail > 0 && caps > avail)
+        snprintf(err, errlen, "--parallel %ld x --trial-memory-limit = %.2f GiB, more than the "
+                              "%.2f GiB available; give --parallel %ld or a smaller limit",
+                 n, caps / gib, avail / gib,
+                 (long)(avail / (double)plan->trial_mem_limit) > 1
+                     ? (long)(avail / (double)plan->trial_mem_limit) : 1);
+    else {
+        for (long i = 0; i < n; i++)
+            slots[i] = (struct tune_slot){ .devices = "", .mask = 0 };
+        return n;
+    }
+    return -1;
 }
 
 long devices_slots(const struct plan *plan, const struct gpu *g, int slurm,

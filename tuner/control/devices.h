@@ -36,6 +36,19 @@ long devices_slots(const struct plan *plan, const struct gpu *g, int slurm,
                    struct tune_slot *slots, size_t max, char *err, size_t errlen);
 
 /**
+ * --parallel N as N slots for CPU trials side by side (no devices, no
+ * NVML mask: each trial is held by its --trial-memory-limit alone).
+ * Refused with a one-line reason in err (-1): without
+ * --trial-memory-limit (a search on CPU needs the cap, and the caps must
+ * add up), with --gpus, on Slurm, with GPUs in sight (gpus > 0: --gpus
+ * runs GPU trials side by side), with more trials than online cores, or
+ * when N caps exceed MemAvailable (meminfo: the /proc/meminfo to read,
+ * NULL for the real one).  Returns N, or 0 when N <= 1.
+ */
+long devices_cpu_slots(const struct plan *plan, int gpus, int slurm, const char *meminfo,
+                       struct tune_slot *slots, size_t max, char *err, size_t errlen);
+
+/**
  * The --emulate-gpu-memory preload library: $AUTOBATCH_GPUEMU_LIB, else
  * next to this binary in the build tree, beside it, or where cmake
  * --install puts it (AB_GPUEMU_INSTALLED, relative to the binary).

@@ -55,6 +55,7 @@ struct plan {
     uint64_t trial_mem_limit; /**< --trial-memory-limit in bytes; 0: none */
     char gpus[256];           /**< --gpus all|LIST; "": one trial at a time */
     long gpus_per_trial;      /**< --gpus-per-trial (1) */
+    long parallel;            /**< --parallel N: CPU trials side by side; 0 or 1: one at a time */
     const char *launcher;     /**< --launcher local|slurm; NULL: slurm inside an allocation */
     const char *slurm_args[PLAN_MAX_SLURM_ARGS]; /**< --slurm-arg ARG, in order (checked by the session) */
     int nslurm_args;

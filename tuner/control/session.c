@@ -248,6 +248,9 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
             return SESSION_BAD;
     }
     s->nslots = devices_slots(plan, gpu, slurm, s->slots, SPACE_MAX_ROUND, why, whylen);
+    if (s->nslots >= 0 && plan->parallel > 1)
+        s->nslots = devices_cpu_slots(plan, gpu->n, slurm, getenv("AUTOBATCH_MEMINFO"),
+                                      s->slots, SPACE_MAX_ROUND, why, whylen);
     double real_cap = gpu_capacity(gpu);
     const char *bad = NULL;
     if (s->nslots == -2)

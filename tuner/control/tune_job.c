@@ -318,7 +318,7 @@ static int tune_job_env(const struct tune_run *r, struct tune_job *j)
         snprintf(n, sizeof n, "%ld", (long)(j->slot - r->slots));
         rc |= tune_env_set(env, "AUTOBATCH_SLOT", n);
     }
-    if (j->slot && !r->slurm) {
+    if (j->slot && j->slot->devices[0] && !r->slurm) { /* a --parallel slot has none */
         rc |= tune_env_set(env, "CUDA_VISIBLE_DEVICES", j->slot->devices);
         rc |= tune_env_set(env, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     }
@@ -872,7 +872,7 @@ void tune_event_start(const struct tune_run *r, const struct tune_job *j)
                           "checkpointing", c->checkpointing);
     if (o && j->round > 0)
         json_object_set_new(o, "round", json_integer(j->round));
-    if (o && j->slot && !r->slurm) /* Slurm's pick is known at the end (trial_end) */
+    if (o && j->slot && j->slot->devices[0] && !r->slurm) /* Slurm's: known at the end */
         json_object_set_new(o, "devices", json_string(j->slot->devices));
     events_emit(j->confirm ? "confirm_start" : "trial_start", o);
 }

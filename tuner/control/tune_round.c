@@ -174,8 +174,12 @@ int tune_round(struct tune_run *r, struct tune_job *jobs, size_t n, const size_t
         }
         started++;
         tune_event_start(r, &jobs[i]);
-        tune_say(r, TUNE_NOTE, "round %ld: trial %ld micro_batch=%ld on GPU %s", round,
-                 jobs[i].id, micro[i], r->slots[i].devices);
+        if (r->slots[i].devices[0])
+            tune_say(r, TUNE_NOTE, "round %ld: trial %ld micro_batch=%ld on GPU %s", round,
+                     jobs[i].id, micro[i], r->slots[i].devices);
+        else
+            tune_say(r, TUNE_NOTE, "round %ld: trial %ld micro_batch=%ld, CPU slot %zu", round,
+                     jobs[i].id, micro[i], i);
     }
     static struct tune_wire buf;
     size_t left = started;

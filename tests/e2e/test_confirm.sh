@@ -15,6 +15,9 @@ assert_eq "$(jqr '.best.micro_batch' "$WORK/s.json")" "$(jqr '.confirm[0].micro_
 [ "$(jqr '.confirm[0].steps_measured' "$WORK/s.json")" -ge 7 ] || fail "steps: fewer than 7 measured"
 assert_eq true "$(jqr '.summary.confirmed' "$WORK/s.json")" "steps: confirmed"
 grep -q '^autobatch: confirmed: micro_batch=' "$WORK/s.out" || fail "steps: no 'confirmed:' line"
+# The cells' trial counts are the search's: the confirmation run is kept apart.
+assert_eq "$(jqr '.summary.trials' "$WORK/s.json")" "$(jqr '[.max_fit[].trials] | add' "$WORK/s.json")" \
+  "steps: the cells' trials vs the summary's"
 pass "--confirm 7: the choice trained $(jqr '.confirm[0].steps_measured' "$WORK/s.json") more steps"
 
 rc=0

@@ -23,9 +23,12 @@ void choose_collect_cells(const struct space *sp, struct results *res)
 {
     for (size_t i = 0; i < sp->ncells; i++) {
         const struct cell *c = &sp->cells[i];
+        /* The cell's trials as the results list them: the confirmation
+         * run, which the search also records, is kept apart there. */
         long own = 0;
-        for (size_t k = 0; k < c->search.nprobes; k++)
-            own += !c->search.probes[k].inferred;
+        for (size_t k = 0; k < res->ntrials; k++)
+            own += res->trials[k].grad_accum == c->grad_accum &&
+                   res->trials[k].checkpointing == c->checkpointing;
         long mf = search_max_fit(&c->search);
         struct results_cell rc = {
             .grad_accum = c->grad_accum, .checkpointing = c->checkpointing, .max_fit = mf,

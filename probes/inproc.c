@@ -88,6 +88,27 @@ static int inproc_parse_worst(json_t *o, struct inproc_worst *w)
            (json_is_boolean(whole) || !whole || json_is_null(whole));
 }
 
+/* The fields of a "mem" line; 0 when one is out of shape. */
+static int inproc_parse_mem(json_t *o, struct inproc_mem *m)
+{
+    const char *dev = json_string_value(json_object_get(o, "device"));
+    if (!dev || (strcmp(dev, "cuda") && strcmp(dev, "cpu") && strcmp(dev, "other")))
+        return 0;
+    snprintf(m->device, sizeof m->device, "%s", dev);
+    m->rank = (long)inproc_int(o, "rank", 0, INPROC_MAX_RANK);
+    m->step = (long)inproc_int(o, "step", 1, INPROC_MAX_STEP);
+    m->params = inproc_int(o, "params", 0, INPROC_MAX_BYTES);
+    m->grads = inproc_int(o, "grads", 0, INPROC_MAX_BYTES);
+    m->optim = inproc_int(o, "optim", 0, INPROC_MAX_BYTES);
+    m->peak_alloc = inproc_int(o, "peak_alloc", 0, INPROC_MAX_BYTES);
+    m->peak_res = inproc_int(o, "peak_res", 0, INPROC_MAX_BYTES);
+    m->held = inproc_int(o, "held", 0, INPROC_MAX_BYTES);
+    m->outside = inproc_int(o, "outside", 0, INPROC_MAX_BYTES);
+    /* The probe's own counts are always there; the allocator's may be null. */
+    return m->rank >= -1 && m->step >= 1 && m->params >= 0 && m->grads >= 0 && m->optim >= 0 &&
+           m->peak_alloc >= -1 && m->peak_res >= -1 && m->held >= -1 && m->outside >= -1;
+}
+
 int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
 {
     memset(ev, 0, sizeof *ev);
@@ -151,6 +172,11 @@ int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)
             ev->forwards = 0;
         if (!ev->forwards)
             ev->seen = ev->elems = ev->tokens = -1;
+    } else if (ok && !strcmp(kind, "mem")) {
+        ev->kind = INPROC_MEM;
+        ok = inproc_parse_mem(o, &ev->mem);
+        ev->rank = ev->mem.rank;
+        ev->step = ev->mem.step;
     } else if (ok && !strcmp(kind, "worst")) {
         ev->kind = INPROC_WORST;
         ok = inproc_parse_worst(o, &ev->worst);

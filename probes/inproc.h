@@ -6,7 +6,8 @@
  * start-up (autobatch puts its directory first on PYTHONPATH).  When torch
  * is imported it appends one JSON object per line to the trial's probe
  * file (AUTOBATCH_PROBE): a "torch" line once per process, a "step" line
- * after each real optimizer step, a "worst" line when it put a loader's
+ * after each real optimizer step, a "mem" line (where the memory goes) at
+ * a process's second optimizer step, a "worst" line when it put a loader's
  * largest batches first, an "error" line when it could not hook
  * something (the lines' shapes are documented at the top of
  * sitecustomize.py).  This module writes the probe's source where trials
@@ -19,7 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum inproc_kind { INPROC_NONE = 0, INPROC_TORCH, INPROC_STEP, INPROC_ERROR, INPROC_WORST };
+enum inproc_kind { INPROC_NONE = 0, INPROC_TORCH, INPROC_STEP, INPROC_ERROR, INPROC_WORST,
+                   INPROC_MEM };
 
 /* Bounds on what a line may claim; anything outside makes it no event. */
 #define INPROC_MAX_STEP 1000000000L
@@ -49,6 +51,25 @@ struct inproc_worst {
     int nsizes;
 };
 
+/**
+ * Where the memory goes (a "mem" line): one process's breakdown at the
+ * end of its second optimizer step.  device "" when no line was seen.
+ * Byte counts are -1 when unknown: the peaks, held and outside are known
+ * on CUDA only.
+ */
+struct inproc_mem {
+    char device[8];       /**< "cuda", "cpu", "other"; "" no record */
+    long rank;            /**< the rank that said it; -1 unknown */
+    long step;            /**< the optimizer step it was taken at */
+    long long params;     /**< distinct storages of the parameters on the device */
+    long long grads;      /**< ... of their gradients */
+    long long optim;      /**< ... of the optimizer's state tensors */
+    long long peak_alloc; /**< the step's peak allocated (CUDA); -1 unknown */
+    long long peak_res;   /**< the step's peak reserved (CUDA); -1 unknown */
+    long long held;       /**< allocated at the step's end (CUDA); -1 unknown */
+    long long outside;    /**< device memory outside the allocator (CUDA); -1 unknown */
+};
+
 struct inproc_event {
     enum inproc_kind kind;
     long pid;
@@ -73,6 +94,7 @@ struct inproc_event {
     long long outside;     /**< device memory outside the allocator (total - free - reserved); -1 unknown */
     long long cuda_total;  /**< the device's total as CUDA sees it (first CUDA step); -1 unknown */
     struct inproc_worst worst; /**< a "worst" line */
+    struct inproc_mem mem;     /**< a "mem" line */
     char text[160];        /**< torch version ("torch"), or what failed ("error") */
     char hook[16];         /**< "global" or "wrap" ("torch") */
 };

@@ -47,6 +47,20 @@
 #       seen or one had no tensor to read; "fw" is 0 then.  Only that
 #       module carries a hook once it is found (global module hooks look
 #       for it until then, for at most three optimizer steps);
+#   {"ab":"mem","pid":P,"rank":R,"step":2,"device":D,"params":B,"grads":B,
+#    "optim":B,"peak_alloc":B,"peak_res":B,"held":B,"outside":B}
+#       where the memory goes, once per process, just before the "step"
+#       line of its second optimizer step (the first that runs with the
+#       optimizer's state): the bytes of the distinct storages of the
+#       parameters (the optimizer's param_groups and the outermost
+#       module's), of their gradients, and of the tensors in the
+#       optimizer's state, counting only tensors on the parameters'
+#       device D ("cuda", "cpu" or "other"; AdamW's "step" counters live
+#       on the CPU beside CUDA parameters and are left out there); on
+#       CUDA the same step's peak allocated and reserved, the bytes
+#       allocated at its end and the memory outside the allocator, as in
+#       that step's "step" line; null off CUDA (torch's CPU allocator
+#       keeps no counters: what the activations took is not known);
 #   {"ab":"worst","pid":P,"rank":R,"mode":M,"signal":G,"batches_seen":N,
 #    "whole":W,"elems":E,"longest":L,"position":I,"median":D,"first":K,
 #    "scan_s":S,"sizes":[E1,E2,...]}
@@ -252,6 +266,10 @@ class _Probe(object):
         rank, world = self.where()
         res, alloc, held, retries, outside, ctotal = self.memory()
         vm = _vm_kb("VmPeak") if self.vmpeak else None
+        if self.steps == 2:
+            # Before the step line: a memory-only trial may be killed at
+            # once after its second step's line.
+            _safe(self.breakdown, opt, rank, res, alloc, held, outside)
         known = self.fw > 0 and not self.fw_blind
         self.emit('{"ab":"step","pid":%d,"rank":%d,"world":%d,"step":%d,"t":%.6f,'
                   '"res":%s,"alloc":%s,"held":%s,"bs":%s,"blen":%s,"nb":%d,"vm":%s,'
@@ -269,6 +287,46 @@ class _Probe(object):
             self.forget_forwards()   # no trainable module found: stop looking
         if self.recorder is not None:
             self.recorder.step(self, rank, world)
+
+    def breakdown(self, opt, rank, res, alloc, held, outside):
+        """The "mem" line, once per process, at the end of its second
+        optimizer step (the first that starts with the optimizer's
+        state): the bytes of the parameters, their gradients and the
+        optimizer's state on the parameters' device, and the figures of
+        the same step from memory() (not read again: the peaks were
+        reset)."""
+        tensor = self.torch.Tensor
+        params, seen = [], set()
+        groups = getattr(opt, "param_groups", None) or []
+        sources = [p for g in groups for p in (g.get("params") or [])]
+        if self.model is not None:
+            try:
+                sources.extend(self.model.parameters())
+            except Exception:
+                pass
+        for p in sources:
+            if isinstance(p, tensor) and id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+        if not params:
+            return
+        dev = params[0].device
+        grads = [p.grad for p in params if getattr(p, "grad", None) is not None]
+        state = []
+        try:
+            for st in opt.state.values():
+                if isinstance(st, dict):
+                    state.extend(v for v in st.values() if isinstance(v, tensor))
+        except Exception:
+            pass
+        cuda = dev.type == "cuda"
+        self.emit('{"ab":"mem","pid":%d,"rank":%d,"step":%d,"device":"%s","params":%d,'
+                  '"grads":%d,"optim":%d,"peak_alloc":%s,"peak_res":%s,"held":%s,"outside":%s}'
+                  % (self.pid, rank, self.steps, "cuda" if cuda else "cpu" if dev.type == "cpu"
+                     else "other", _storage_bytes(params, dev), _storage_bytes(grads, dev),
+                     _storage_bytes(state, dev), _num(alloc if cuda else None),
+                     _num(res if cuda else None), _num(held if cuda else None),
+                     _num(outside if cuda else None)))
 
     def batch(self, it, b):
         self.batches += 1
@@ -712,6 +770,28 @@ def _vm_kb(key):
     except Exception:
         pass
     return None
+
+
+def _storage_bytes(tensors, dev):
+    """Bytes of the distinct storages under tensors on device dev (views
+    of one buffer count once, as the allocator holds it once)."""
+    total, seen = 0, set()
+    for t in tensors:
+        try:
+            if t.device != dev:
+                continue
+            try:
+                s = t.untyped_storage()        # torch >= 2.0
+            except AttributeError:
+                s = t.storage()                # torch 1.13: a TypedStorage
+            key, n = s.data_ptr(), s.nbytes()
+        except Exception:
+            key, n = t.data_ptr(), t.numel() * t.element_size()
+        if n and key in seen:
+            continue
+        seen.add(key)
+        total += int(n)
+    return total
 
 
 def _monotonic():

@@ -235,6 +235,59 @@ static void test_worst_line(void **state)
     }
 }
 
+/* Where the memory goes: a real CUDA line (a torch 2.8 job on an H100)
+ * and a CPU one, whose allocator figures are null. */
+static void test_mem_line(void **state)
+{
+    (void)state;
+    struct inproc_event ev;
+    assert_int_equal(parse("{\"ab\":\"mem\",\"pid\":7001,\"rank\":1,\"step\":2,\"device\":\"cuda\","
+                           "\"params\":4194304,\"grads\":4194304,\"optim\":8388608,"
+                           "\"peak_alloc\":1073741824,\"peak_res\":1275068416,\"held\":16908288,"
+                           "\"outside\":545259520}", &ev), 1);
+    assert_int_equal(ev.kind, INPROC_MEM);
+    assert_int_equal(ev.pid, 7001);
+    assert_int_equal(ev.rank, 1);
+    assert_int_equal(ev.step, 2);
+    assert_string_equal(ev.mem.device, "cuda");
+    assert_int_equal(ev.mem.rank, 1);
+    assert_true(ev.mem.params == 4194304 && ev.mem.grads == 4194304 && ev.mem.optim == 8388608);
+    assert_true(ev.mem.peak_alloc == 1073741824LL && ev.mem.peak_res == 1275068416LL);
+    assert_true(ev.mem.held == 16908288 && ev.mem.outside == 545259520);
+
+    assert_int_equal(parse("{\"ab\":\"mem\",\"pid\":7002,\"rank\":0,\"step\":2,\"device\":\"cpu\","
+                           "\"params\":1063680,\"grads\":1063680,\"optim\":2127460,"
+                           "\"peak_alloc\":null,\"peak_res\":null,\"held\":null,\"outside\":null}", &ev), 1);
+    assert_string_equal(ev.mem.device, "cpu");
+    assert_true(ev.mem.optim == 2127460);
+    assert_true(ev.mem.peak_alloc == -1 && ev.mem.peak_res == -1 && ev.mem.held == -1 &&
+                ev.mem.outside == -1);
+
+    const char *bad[] = {
+        /* the probe's own counts are never null */
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":2,\"device\":\"cpu\",\"params\":null,"
+        "\"grads\":0,\"optim\":0}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":2,\"device\":\"cpu\",\"params\":1,\"optim\":0}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":2,\"device\":\"tpu\",\"params\":1,"
+        "\"grads\":0,\"optim\":0}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":2,\"params\":1,\"grads\":0,\"optim\":0}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":0,\"device\":\"cpu\",\"params\":1,"
+        "\"grads\":0,\"optim\":0}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":2,\"device\":\"cuda\",\"params\":1,"
+        "\"grads\":0,\"optim\":-1}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":2,\"device\":\"cuda\",\"params\":1,"
+        "\"grads\":0,\"optim\":0,\"peak_alloc\":1e300}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":2,\"device\":\"cuda\",\"params\":1,"
+        "\"grads\":0,\"optim\":0,\"peak_res\":\"2\"}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":2,\"device\":\"cuda\",\"params\":1,"
+        "\"grads\":0,\"optim\":0,\"outside\":144115188075855873}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(parse(bad[i], &ev), 0);
+        assert_int_equal(ev.kind, INPROC_NONE);
+    }
+}
+
 static void seen_step(struct inproc_seen *s, long step, const char *fields)
 {
     char line[512];
@@ -312,6 +365,8 @@ static void test_probe_documents_its_fields(void **state)
         "\"whole\":W,\"elems\":E,\"longest\":L,\"position\":I,\"median\":D,\"first\":K,",
         "\"scan_s\":S,\"sizes\":[E1,E2,...]}",
         "AUTOBATCH_WORST_CASE=off|auto|scan", "AUTOBATCH_WORST_CASE_SCAN",
+        "{\"ab\":\"mem\",\"pid\":P,\"rank\":R,\"step\":2,\"device\":D,\"params\":B,\"grads\":B,",
+        "\"optim\":B,\"peak_alloc\":B,\"peak_res\":B,\"held\":B,\"outside\":B}",
     };
     for (size_t i = 0; i < sizeof doc / sizeof *doc; i++)
         if (!strstr(buf, doc[i]))
@@ -360,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_out_of_range_rejected),
         cmocka_unit_test(test_step_seen_fields),
         cmocka_unit_test(test_worst_line),
+        cmocka_unit_test(test_mem_line),
         cmocka_unit_test(test_seen_medians),
         cmocka_unit_test(test_probe_documents_its_fields),
         cmocka_unit_test(test_install_writes_the_probe),

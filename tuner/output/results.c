@@ -294,6 +294,56 @@ static json_t *results_worst_json(const struct inproc_worst *w)
     return o ? o : json_null();
 }
 
+/*
+ * Where the memory goes, from a trial's "mem" record: what the probe
+ * counted (parameters, gradients, optimizer state) and what follows from
+ * the allocator's figures of the same step (CUDA only): activations and
+ * temporaries = peak allocated less the three (never below 0), cache and
+ * fragmentation = peak reserved less peak allocated, outside = the
+ * device's memory outside the allocator, peak = peak reserved + outside
+ * (what the parts add up to).  Unknown parts are -1.
+ */
+struct results_mem_parts {
+    long long v[RESULTS_MEM_PARTS];
+};
+
+const char *const results_mem_part_name[RESULTS_MEM_PARTS] = {
+    "params", "grads", "optimizer", "activations", "cache", "outside", "peak",
+};
+
+static int results_mem_split(const struct inproc_mem *m, struct results_mem_parts *p)
+{
+    if (!m->device[0])
+        return 0;
+    long long held = m->params + m->grads + m->optim;
+    long long act = m->peak_alloc >= 0 ? m->peak_alloc - held : -1;
+    p->v[0] = m->params;
+    p->v[1] = m->grads;
+    p->v[2] = m->optim;
+    p->v[3] = m->peak_alloc < 0 ? -1 : act > 0 ? act : 0;
+    p->v[4] = m->peak_alloc < 0 || m->peak_res < 0 ? -1
+            : m->peak_res > m->peak_alloc ? m->peak_res - m->peak_alloc : 0;
+    p->v[5] = m->outside;
+    p->v[6] = m->peak_res >= 0 && m->outside >= 0 ? m->peak_res + m->outside : -1;
+    return 1;
+}
+
+/* A trial's "memory_breakdown": the parts, where they were measured, and
+ * the allocator's bytes at the step's end; null when the probe wrote none. */
+static json_t *results_mem_json(const struct inproc_mem *m)
+{
+    struct results_mem_parts p;
+    if (!results_mem_split(m, &p))
+        return json_null();
+    json_t *o = json_pack("{s:s, s:I, s:I}", "device", m->device, "rank", (json_int_t)m->rank,
+                          "step", (json_int_t)m->step);
+    for (int i = 0; o && i < RESULTS_MEM_PARTS; i++)
+        json_object_set_new(o, results_mem_part_name[i], int_or_null(p.v[i]));
+    if (o)
+        json_object_set_new(o, "held", int_or_null(m->held));
+    return o ? o : json_null();
+}
+
 json_t *results_trial_json(const struct results_trial *t)
 {
     json_t *o = json_pack("{s:I, s:I, s:I, s:b, s:s, s:o, s:o, s:f, s:I, s:o, s:o, s:o}",
@@ -349,6 +399,7 @@ json_t *results_trial_json(const struct results_trial *t)
     }
     json_object_set_new(o, "batch_seen", pos_or_null(t->batch_seen));
     json_object_set_new(o, "worst_case", results_worst_json(&t->worst));
+    json_object_set_new(o, "memory_breakdown", results_mem_json(&t->mem));
     if (t->retries_known && t->alloc_retries >= 0) {
         /* at the edge: the allocator freed its cache and retried to fit */
         json_object_set_new(o, "alloc_retries", json_integer(t->alloc_retries));
@@ -367,6 +418,7 @@ void results_trial_seen(struct results_trial *t, const struct trial_result *tr)
     t->tokens_per_step = tr->probe_tokens_per_step;
     t->elems_max = tr->probe_elems_max;
     t->worst = tr->worst;
+    t->mem = tr->mem;
     t->retries_known = tr->alloc_retries >= 0;
     t->alloc_retries = tr->alloc_retries;
     t->alloc_retries_rank = tr->alloc_retries_rank;
@@ -430,6 +482,69 @@ static json_t *results_capacity_json(const struct results *r)
     json_object_set_new(o, "trial_memory_limit_bytes",
                         pos_or_null((long long)r->settings.trial_mem_limit));
     return o;
+}
+
+long results_mem_smallest(const struct results *r)
+{
+    long k = -1;
+    for (size_t i = 0; i < r->ntrials; i++) {
+        const struct results_trial *t = &r->trials[i];
+        if (t->outcome == TRIAL_FIT && t->mem.device[0] &&
+            (k < 0 || t->micro_batch < r->trials[k].micro_batch))
+            k = (long)i;
+    }
+    return k;
+}
+
+long results_mem_choice(const struct results *r)
+{
+    if (r->best < 0 || (size_t)r->best >= r->ntrials)
+        return -1;
+    const struct results_trial *b = &r->trials[r->best];
+    if (b->mem.device[0])
+        return r->best;
+    for (size_t i = 0; i < r->ntrials; i++)
+        if (r->trials[i].outcome == TRIAL_FIT && r->trials[i].mem.device[0] &&
+            results_same_config(&r->trials[i], b))
+            return (long)i;
+    return -1;
+}
+
+/* One trial's entry of the top-level "memory_breakdown": which trial,
+ * its parts, and each part's share of the capacity (null unknown). */
+static json_t *results_mem_entry(const struct results *r, long k)
+{
+    struct results_mem_parts p;
+    if (k < 0 || !results_mem_split(&r->trials[k].mem, &p))
+        return json_null();
+    const struct results_trial *t = &r->trials[k];
+    json_t *o = json_pack("{s:I, s:I, s:I, s:b, s:s, s:o}", "trial", (json_int_t)t->id,
+                          "micro_batch", (json_int_t)t->micro_batch,
+                          "grad_accum", (json_int_t)t->grad_accum,
+                          "checkpointing", t->checkpointing, "device", t->mem.device,
+                          "parts", results_mem_json(&t->mem));
+    json_t *share = json_object();
+    for (int i = 0; share && i < RESULTS_MEM_PARTS; i++)
+        json_object_set_new(share, results_mem_part_name[i],
+                            p.v[i] >= 0 && r->capacity > 0 ? json_real((double)p.v[i] / r->capacity)
+                                                            : json_null());
+    if (o)
+        json_object_set_new(o, "share", share ? share : json_null());
+    else
+        json_decref(share);
+    return o ? o : json_null();
+}
+
+/* "memory_breakdown": where the memory goes in the smallest fit and in
+ * the choice, with the capacity the shares are of. */
+static json_t *results_mem_top_json(const struct results *r)
+{
+    json_t *o = json_pack("{s:o, s:o, s:o}",
+                          "capacity_bytes", r->capacity > 0 ? json_integer((json_int_t)r->capacity)
+                                                            : json_null(),
+                          "smallest", results_mem_entry(r, results_mem_smallest(r)),
+                          "choice", results_mem_entry(r, results_mem_choice(r)));
+    return o ? o : json_null();
 }
 
 /* "warm_start": whether the search started from the cache, and from which entry. */
@@ -625,6 +740,7 @@ json_t *results_to_json(const struct results *r)
         json_object_set_new(doc, "trial_env",
                             r->trial_env ? json_incref(r->trial_env) : json_array());
         json_object_set_new(doc, "capacity", results_capacity_json(r));
+        json_object_set_new(doc, "memory_breakdown", results_mem_top_json(r));
         json_object_set_new(doc, "warm_start", results_warm_json(r));
         json_object_set_new(doc, "settings", results_settings_json(&r->settings));
     }

@@ -60,6 +60,8 @@ struct results_trial {
     int64_t tokens_per_step;/**< padded frames/tokens per optimizer step */
     int64_t elems_max;      /**< most elements of one forward's first tensor */
     struct inproc_worst worst; /**< the batches the trial met first; mode "": null */
+    struct inproc_mem mem;  /**< where the memory goes (the probe's "mem" line,
+                                 results_trial_seen()); device "": null */
     /* The caching allocator's free-and-retry passes (results_trial_seen());
      * keys "alloc_retries", "alloc_retries_rank" and "at_edge" only when known. */
     int retries_known;      /**< the probe said them (CUDA) */
@@ -71,11 +73,21 @@ struct results_trial {
  * Copy what the probe saw the model get, and the worst-case record, from
  * a trial's result into its results entry (the keys "batch_seen",
  * "worst_case" and the probe object's "seen_per_step",
- * "forwards_per_step", "tokens_per_step", "elems_max"), and the
+ * "forwards_per_step", "tokens_per_step", "elems_max"), where the memory
+ * goes ("memory_breakdown"), and the
  * allocator's retries ("alloc_retries", "at_edge": a fit that needed
  * them is at the edge).
  */
 void results_trial_seen(struct results_trial *t, const struct trial_result *tr);
+
+/**
+ * Where the memory goes (docs/results.md "memory_breakdown"): the parts
+ * of a trial's breakdown in the order of results_mem_part_name
+ * ("params", "grads", "optimizer", "activations", "cache", "outside",
+ * "peak").
+ */
+#define RESULTS_MEM_PARTS 7
+extern const char *const results_mem_part_name[RESULTS_MEM_PARTS];
 
 /** One (grad_accum, checkpointing) cell's answer. */
 struct results_cell {
@@ -222,6 +234,14 @@ int results_run_with_file(struct results *r, const char *path, const char *diff,
 
 /** Two trials of one configuration (micro-batch, accumulation, checkpointing)? */
 int results_same_config(const struct results_trial *a, const struct results_trial *b);
+
+/** The index of the fit with a breakdown and the smallest micro-batch
+ *  (the first of equals), or -1. */
+long results_mem_smallest(const struct results *r);
+
+/** The index of the choice's breakdown: the chosen trial's, else another
+ *  fit of its configuration that has one; -1 none. */
+long results_mem_choice(const struct results *r);
 
 /** Did any trial fit? */
 int results_any_fit(const struct results *r);

@@ -606,6 +606,14 @@ static void trial_on_probe(void *ctx, const char *line, size_t len, int truncate
             r->worst = ev.worst, r->worst.rank = wr;
         return;
     }
+    if (ev.kind == INPROC_MEM) {
+        /* The lowest rank's breakdown; of one rank the first (a process
+         * says it once; a restarted rank would say it again). */
+        long mr = ev.mem.rank >= 0 ? ev.mem.rank : 0;
+        if (!r->mem.device[0] || mr < r->mem.rank)
+            r->mem = ev.mem, r->mem.rank = mr;
+        return;
+    }
     if (ev.kind == INPROC_TORCH) {
         r->probe_processes++;
         snprintf(r->probe_torch, sizeof r->probe_torch, "%.31s", ev.text);

@@ -56,7 +56,9 @@
 #       module's), of their gradients, and of the tensors in the
 #       optimizer's state, counting only tensors on the parameters'
 #       device D ("cuda", "cpu" or "other"; AdamW's "step" counters live
-#       on the CPU beside CUDA parameters and are left out there); on
+#       on the CPU beside CUDA parameters and are left out there; on CUDA
+#       each storage counts as the caching allocator holds it, rounded
+#       up to 512 bytes); on
 #       CUDA the same step's peak allocated and reserved, the bytes
 #       allocated at its end and the memory outside the allocator, as in
 #       that step's "step" line; null off CUDA (torch's CPU allocator
@@ -774,8 +776,12 @@ def _vm_kb(key):
 
 def _storage_bytes(tensors, dev):
     """Bytes of the distinct storages under tensors on device dev (views
-    of one buffer count once, as the allocator holds it once)."""
+    of one buffer count once, as the allocator holds it once); on CUDA
+    each as the caching allocator counts it, rounded up to its 512-byte
+    blocks (a model of many small tensors would otherwise look smaller
+    than memory_allocated() says)."""
     total, seen = 0, set()
+    cuda = dev.type == "cuda"
     for t in tensors:
         try:
             if t.device != dev:
@@ -790,7 +796,8 @@ def _storage_bytes(tensors, dev):
         if n and key in seen:
             continue
         seen.add(key)
-        total += int(n)
+        n = int(n)
+        total += (n + 511) // 512 * 512 if cuda else n
     return total
 
 

@@ -633,6 +633,95 @@ void report_text_capacity(struct sbuf *b, const struct rdoc *d)
     }
 }
 
+/* The parts of a breakdown as the results file names them, in words. */
+static const char *const mem_part_key[] = {
+    "params", "grads", "optimizer", "activations", "cache", "outside",
+};
+static const char *const mem_part_words[] = {
+    "parameters", "gradients", "optimizer state", "activations and temporaries",
+    "allocator cache and fragmentation", "outside the allocator",
+};
+
+/* A share of the capacity, to a precision that does not round a small
+ * part to nothing. */
+static void mem_share(struct sbuf *b, double v, double cap)
+{
+    double pct = 100 * v / cap;
+    sb_printf(b, pct < 1 ? " (%.2f%%)" : " (%.1f%%)", pct);
+}
+
+/* One entry of "memory_breakdown" (the smallest fit or the choice). */
+static void mem_entry_text(struct sbuf *b, const json_t *e, const char *label, double cap)
+{
+    char x[32], y[32];
+    const json_t *parts = report_jget(e, "parts");
+    const char *dev = report_jstr(e, "device");
+    long long ga = report_jint(e, "grad_accum");
+    sb_printf(b, "%s (trial %s, micro-batch %s", label, report_fmt_int(x, sizeof x, report_jint(e, "trial")),
+              report_fmt_int(y, sizeof y, report_jint(e, "micro_batch")));
+    if (ga > 1)
+        sb_printf(b, " \xc3\x97 %lld", ga);
+    if (report_jbool(e, "checkpointing") == 1)
+        sb_puts(b, ", checkpointing");
+    sb_printf(b, ", %s):", dev && !strcmp(dev, "cuda") ? "CUDA" : dev && !strcmp(dev, "cpu") ? "CPU"
+                                                                 : "device");
+    size_t unknown = 0, n = sizeof mem_part_key / sizeof *mem_part_key;
+    for (size_t i = 0; i < n; i++) {
+        double v = report_jnum(parts, mem_part_key[i]);
+        if (isnan(v) || v < 0) {
+            unknown++;
+            continue;
+        }
+        sb_printf(b, "%s %s %s", i ? "," : "", mem_part_words[i], report_fmt_bytes(x, sizeof x, v));
+        if (!isnan(cap))
+            mem_share(b, v, cap);
+    }
+    double peak = report_jnum(parts, "peak");
+    if (!isnan(peak) && peak >= 0) {
+        sb_printf(b, "; peak %s", report_fmt_bytes(x, sizeof x, peak));
+        if (!isnan(cap))
+            mem_share(b, peak, cap);
+    }
+    if (unknown) {
+        /* Unknown parts are said, never made up. */
+        sb_puts(b, "; not measured:");
+        for (size_t i = 0, k = 0; i < n; i++) {
+            double v = report_jnum(parts, mem_part_key[i]);
+            if (isnan(v) || v < 0)
+                sb_printf(b, "%s %s", k++ ? "," : "", mem_part_words[i]);
+        }
+        if (dev && !strcmp(dev, "cpu"))
+            sb_puts(b, " (the CPU allocator keeps no counters)");
+    }
+}
+
+int report_text_memory(struct sbuf *b, const struct rdoc *d)
+{
+    const json_t *mb = report_jget(d->root, "memory_breakdown");
+    const json_t *small = report_jget(mb, "smallest"), *choice = report_jget(mb, "choice");
+    int has_s = json_is_object(small), has_c = json_is_object(choice);
+    if (!has_s && !has_c)
+        return 0;
+    char x[32];
+    double cap = report_jnum(mb, "capacity_bytes");
+    if (isnan(cap) || cap <= 0)
+        cap = report_capacity(d, NULL);
+    if (!isnan(cap) && cap <= 0)
+        cap = NAN;
+    long long ts = has_s ? report_jint(small, "trial") : -1, tc = has_c ? report_jint(choice, "trial") : -1;
+    if (has_c)
+        mem_entry_text(b, choice, ts == tc ? "the choice, also the smallest fit" : "the choice", cap);
+    if (has_s && ts != tc) {
+        sb_puts(b, has_c ? "; " : "");
+        mem_entry_text(b, small, "the smallest fit", cap);
+    }
+    if (!isnan(cap))
+        sb_printf(b, "; shares of %s", report_fmt_bytes(x, sizeof x, cap));
+    else
+        sb_puts(b, "; no shares: the capacity is unknown");
+    return 1;
+}
+
 void report_text_space(struct sbuf *b, const struct rdoc *d)
 {
     const json_t *batch = report_jget(d->space, "batch");

@@ -199,6 +199,8 @@ int report_render_html(const struct rdoc *d, char **out, size_t *len, char *err,
     html_fact(&b, "Host", &v, 0);
     report_text_capacity(&v, d);
     html_fact(&b, "Capacity", &v, 0);
+    if (report_text_memory(&v, d))
+        html_fact(&b, "Memory", &v, 0);
     sb_puts(&v, d->started_at ? d->started_at : DASH);
     html_fact(&b, "Started", &v, 0);
     report_text_warm_start(&v, d);

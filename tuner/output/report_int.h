@@ -208,6 +208,15 @@ void report_text_warm_start(struct sbuf *b, const struct rdoc *d);
 void report_text_settings(struct sbuf *b, const struct rdoc *d);
 
 /**
+ * Where the memory goes ("memory_breakdown"): the choice's breakdown and
+ * the smallest fit's (once when they are one trial), each part in bytes
+ * with its share of the capacity, the parts that were not measured named
+ * as such.  Returns 1, or 0 with nothing written when the file has no
+ * breakdown (older files, no probe).
+ */
+int report_text_memory(struct sbuf *b, const struct rdoc *d);
+
+/**
  * The device capacity in bytes the file records (the headroom rule's,
  * "capacity.bytes"; for older files the smallest device's memory,
  * emulated when it was), or NAN; *source (when not NULL) its source word

@@ -117,6 +117,8 @@ static void junit_facts(struct sbuf *b, const struct rdoc *d)
     if (!isnan(head))
         sb_printf(&v, "%g", head);
     junit_property(b, "headroom", &v);
+    if (report_text_memory(&v, d))
+        junit_property(b, "memory", &v);
     report_text_warm_start(&v, d);
     junit_property(b, "warm_start", &v);
     report_text_space(&v, d);

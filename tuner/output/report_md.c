@@ -291,6 +291,8 @@ static void md_summary(struct sbuf *b, const struct rdoc *d)
     md_fact(b, "Host", &line);
     report_text_capacity(&line, d);
     md_fact(b, "Capacity", &line);
+    if (report_text_memory(&line, d))
+        md_fact(b, "Memory", &line);
     sb_puts(&line, d->started_at ? d->started_at : DASH);
     md_fact(b, "Started", &line);
     report_text_warm_start(&line, d);

@@ -1121,6 +1121,63 @@ static void test_linear(void **state)
     assert_true(r < TIMING_MAX_RATIO);
 }
 
+/* Where the memory goes: both trials with their shares of the capacity,
+ * once when they are one trial; what was not measured is named; an older
+ * file without a breakdown shows no line. */
+static void test_memory_breakdown(void **state)
+{
+    (void)state;
+    json_t *doc = fixture("results-h100.json");
+    char *md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_null(strstr(md, "**Memory:**"));
+    free(md);
+    json_t *parts = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "device", "cuda",
+                              "params", (json_int_t)1 << 30, "grads", (json_int_t)1 << 30,
+                              "optimizer", (json_int_t)2 << 30, "activations", (json_int_t)60 << 30,
+                              "cache", (json_int_t)4 << 30, "outside", (json_int_t)512 << 20,
+                              "peak", (json_int_t)(68LL << 30) + (512 << 20), "held", (json_int_t)4 << 30);
+    json_t *share = json_pack("{s:f, s:f}", "params", 1.0 / 79.6, "peak", 68.5 / 79.6);
+    json_t *cpu = json_pack("{s:s, s:I, s:I, s:I, s:n, s:n, s:n, s:n}", "device", "cpu",
+                            "params", (json_int_t)4096, "grads", (json_int_t)4096, "optimizer",
+                            (json_int_t)8460, "activations", "cache", "outside", "peak");
+    json_object_set_new(doc, "memory_breakdown",
+        json_pack("{s:n, s:{s:I, s:I, s:I, s:b, s:s, s:o, s:o}, s:{s:I, s:I, s:I, s:b, s:s, s:O, s:O}}",
+                  "capacity_bytes",
+                  "smallest", "trial", (json_int_t)1, "micro_batch", (json_int_t)8, "grad_accum",
+                  (json_int_t)2, "checkpointing", 1, "device", "cpu", "parts", cpu, "share", json_object(),
+                  "choice", "trial", (json_int_t)7, "micro_batch", (json_int_t)256, "grad_accum",
+                  (json_int_t)1, "checkpointing", 0, "device", "cuda", "parts", parts, "share", share));
+    md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "\n- **Memory:** the choice (trial 7, micro-batch 256, CUDA): parameters "
+                               "1.0 GiB (1.3%), gradients 1.0 GiB (1.3%), optimizer state 2.0 GiB (2.5%), "
+                               "activations and temporaries 60.0 GiB (75.3%), allocator cache and "
+                               "fragmentation 4.0 GiB (5.0%), outside the allocator 512.0 MiB (0.63%); "
+                               "peak 68.5 GiB (86.0%); the smallest fit (trial 1, micro-batch 8 \xc3\x97 2, "
+                               "checkpointing, CPU): parameters 4 KiB (under 0.01%), gradients 4 KiB (under 0.01%), "
+                               "optimizer state 8 KiB (under 0.01%); not measured: activations and temporaries, "
+                               "allocator cache and fragmentation, outside the allocator (the CPU allocator "
+                               "keeps no counters); shares of 79.6 GiB\n"));
+    free(md);
+    char *html = render(doc, REPORT_HTML, NULL);
+    assert_non_null(strstr(html, "<tr><th>Memory</th><td>the choice (trial 7, micro-batch 256, CUDA): "));
+    free(html);
+    char *xml = render(doc, REPORT_JUNIT, NULL);
+    assert_non_null(strstr(xml, "<property name=\"memory\" value=\"the choice (trial 7, "));
+    free(xml);
+    /* One trial: said once; no capacity: no shares. */
+    json_t *mb = json_object_get(doc, "memory_breakdown");
+    json_object_set(mb, "smallest", json_object_get(mb, "choice"));
+    json_object_del(doc, "capacity");
+    json_object_set_new(doc, "host", json_pack("{s:s, s:[]}", "hostname", "vm", "gpus"));
+    md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "- **Memory:** the choice, also the smallest fit (trial 7, micro-batch 256, "
+                               "CUDA): parameters 1.0 GiB, gradients"));
+    assert_non_null(strstr(md, "; peak 68.5 GiB; no shares: the capacity is unknown\n"));
+    assert_int_equal(count(md, "trial 7, micro-batch 256"), 1);
+    free(md);
+    json_decref(doc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1147,6 +1204,7 @@ int main(void)
         cmocka_unit_test(test_pruned_cell),
         cmocka_unit_test(test_choice_off_frontier),
         cmocka_unit_test(test_charts_failed_memory),
+        cmocka_unit_test(test_memory_breakdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

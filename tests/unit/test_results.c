@@ -197,6 +197,96 @@ static void test_capacity_warm_settings(void **state)
     results_release(&r);
 }
 
+static long long jint(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    assert_true(json_is_integer(v));
+    return (long long)json_integer_value(v);
+}
+
+/* Where the memory goes: the CUDA parts follow from the allocator's
+ * figures of the same step; CPU ones are null, not made up; the top
+ * level names the smallest fit and the choice, with shares of the
+ * capacity. */
+static void test_memory_breakdown(void **state)
+{
+    (void)state;
+    struct results r = RESULTS_INIT;
+    fill(&r);
+    json_t *j = results_to_json(&r);
+    json_t *mb = json_object_get(j, "memory_breakdown");
+    assert_true(json_is_null(json_object_get(mb, "smallest")));
+    assert_true(json_is_null(json_object_get(mb, "choice")));
+    assert_true(json_is_null(json_object_get(json_array_get(json_object_get(j, "trials"), 0),
+                                             "memory_breakdown")));
+    json_decref(j);
+
+    /* 16 (trial 2, index 1) on CUDA; 24 (the choice, index 3) and 8 on the CPU. */
+    r.trials[1].mem = (struct inproc_mem){ "cuda", 0, 2, 100 << 20, 100 << 20, 200 << 20,
+                                           1LL << 30, 1280LL << 20, 402 << 20, 500 << 20 };
+    r.trials[3].mem = (struct inproc_mem){ "cpu", 0, 2, 4096, 4096, 8192 + 268, -1, -1, -1, -1 };
+    r.trials[0].mem = r.trials[3].mem;
+    r.trials[0].mem.step = 3;
+    r.capacity = 16.0 * (1 << 30);
+    j = results_to_json(&r);
+    json_t *t2 = json_object_get(json_array_get(json_object_get(j, "trials"), 1), "memory_breakdown");
+    assert_string_equal(json_string_value(json_object_get(t2, "device")), "cuda");
+    assert_int_equal(jint(t2, "params"), 100 << 20);
+    assert_int_equal(jint(t2, "optimizer"), 200 << 20);
+    assert_int_equal(jint(t2, "activations"), (1LL << 30) - (400 << 20));
+    assert_int_equal(jint(t2, "cache"), 256 << 20);
+    assert_int_equal(jint(t2, "outside"), 500 << 20);
+    assert_int_equal(jint(t2, "peak"), (1280LL + 500) << 20);
+    assert_int_equal(jint(t2, "held"), 402 << 20);
+    json_t *t4 = json_object_get(json_array_get(json_object_get(j, "trials"), 3), "memory_breakdown");
+    assert_int_equal(jint(t4, "optimizer"), 8192 + 268);
+    assert_true(json_is_null(json_object_get(t4, "activations")));
+    assert_true(json_is_null(json_object_get(t4, "cache")));
+    assert_true(json_is_null(json_object_get(t4, "peak")));
+
+    mb = json_object_get(j, "memory_breakdown");
+    assert_int_equal(jint(mb, "capacity_bytes"), 16LL << 30);
+    json_t *sm = json_object_get(mb, "smallest"), *ch = json_object_get(mb, "choice");
+    assert_int_equal(jint(sm, "trial"), 1);
+    assert_int_equal(jint(sm, "micro_batch"), 8);
+    assert_int_equal(jint(json_object_get(sm, "parts"), "step"), 3);
+    assert_int_equal(jint(ch, "trial"), 4);
+    assert_int_equal(jint(ch, "micro_batch"), 24);
+    assert_string_equal(json_string_value(json_object_get(ch, "device")), "cpu");
+    json_t *share = json_object_get(ch, "share");
+    assert_true(json_real_value(json_object_get(share, "params")) == 4096.0 / (16.0 * (1 << 30)));
+    assert_true(json_is_null(json_object_get(share, "activations")));
+    json_decref(j);
+
+    /* An activation figure never goes below 0 (the probe's counts and the
+     * allocator's can disagree by rounding), and a choice without a
+     * breakdown borrows one of its configuration's; an OOM has none to
+     * give, and with no capacity the shares are null. */
+    r.trials[1].mem.peak_alloc = 300 << 20;
+    r.trials[1].mem.peak_res = 200 << 20;
+    r.trials[3].mem.device[0] = '\0';
+    r.capacity = -1;
+    j = results_to_json(&r);
+    t2 = json_object_get(json_array_get(json_object_get(j, "trials"), 1), "memory_breakdown");
+    assert_int_equal(jint(t2, "activations"), 0);
+    assert_int_equal(jint(t2, "cache"), 0);
+    mb = json_object_get(j, "memory_breakdown");
+    assert_true(json_is_null(json_object_get(mb, "choice")));
+    assert_true(json_is_null(json_object_get(mb, "capacity_bytes")));
+    assert_true(json_is_null(json_object_get(json_object_get(json_object_get(mb, "smallest"), "share"),
+                                             "params")));
+    json_decref(j);
+    struct results_trial again = r.trials[3];
+    again.id = 5;
+    again.mem = r.trials[1].mem;
+    again.evidence = again.signature = NULL;
+    assert_int_equal(results_add_trial(&r, &again), 0);
+    assert_int_equal(results_mem_choice(&r), 4);
+    r.trials[4].outcome = TRIAL_OOM;
+    assert_int_equal(results_mem_choice(&r), -1);
+    results_release(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +294,7 @@ int main(void)
         cmocka_unit_test(test_frontier),
         cmocka_unit_test(test_bounded_and_write),
         cmocka_unit_test(test_capacity_warm_settings),
+        cmocka_unit_test(test_memory_breakdown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -647,7 +647,10 @@ static const char *const mem_part_words[] = {
 static void mem_share(struct sbuf *b, double v, double cap)
 {
     double pct = 100 * v / cap;
-    sb_printf(b, pct < 1 ? " (%.2f%%)" : " (%.1f%%)", pct);
+    if (pct > 0 && pct < 0.01)
+        sb_puts(b, " (under 0.01%)");
+    else
+        sb_printf(b, pct < 1 ? " (%.2f%%)" : " (%.1f%%)", pct);
 }
 
 /* One entry of "memory_breakdown" (the smallest fit or the choice). */

@@ -104,9 +104,30 @@ static int inproc_parse_mem(json_t *o, struct inproc_mem *m)
     m->peak_res = inproc_int(o, "peak_res", 0, INPROC_MAX_BYTES);
     m->held = inproc_int(o, "held", 0, INPROC_MAX_BYTES);
     m->outside = inproc_int(o, "outside", 0, INPROC_MAX_BYTES);
+    /* A process that ended before its second step ("at":"failure", at 0
+     * or 1 steps) also says what the gradients and the optimizer's state
+     * take once allocated; the optimizer's may be unknown (null). */
+    json_t *at = json_object_get(o, "at");
+    if (at && !json_is_null(at)) {
+        const char *a = json_string_value(at);
+        if (!a || strcmp(a, "failure"))
+            return 0;
+        m->failure = 1;
+        m->step = (long)inproc_int(o, "step", 0, 1);
+        m->grads_expected = inproc_int(o, "grads_expected", 0, INPROC_MAX_BYTES);
+        m->optim_expected = inproc_int(o, "optim_expected", 0, INPROC_MAX_BYTES);
+        json_t *cls = json_object_get(o, "optim_class");
+        if (json_is_string(cls))
+            snprintf(m->optim_class, sizeof m->optim_class, "%s", json_string_value(cls));
+        else if (cls && !json_is_null(cls))
+            return 0;
+        if (m->step < 0 || m->grads_expected < 0 || m->optim_expected < -1)
+            return 0;
+    }
     /* The probe's own counts are always there; the allocator's may be null. */
-    return m->rank >= -1 && m->step >= 1 && m->params >= 0 && m->grads >= 0 && m->optim >= 0 &&
-           m->peak_alloc >= -1 && m->peak_res >= -1 && m->held >= -1 && m->outside >= -1;
+    return m->rank >= -1 && m->step >= (m->failure ? 0 : 1) && m->params >= 0 && m->grads >= 0 &&
+           m->optim >= 0 && m->peak_alloc >= -1 && m->peak_res >= -1 && m->held >= -1 &&
+           m->outside >= -1;
 }
 
 int inproc_parse_line(const char *line, size_t len, struct inproc_event *ev)

@@ -7,7 +7,8 @@
  * is imported it appends one JSON object per line to the trial's probe
  * file (AUTOBATCH_PROBE): a "torch" line once per process, a "step" line
  * after each real optimizer step, a "mem" line (where the memory goes) at
- * a process's second optimizer step, a "worst" line when it put a loader's
+ * a process's second optimizer step or at its end when it fails before
+ * that ("at":"failure"), a "worst" line when it put a loader's
  * largest batches first, an "error" line when it could not hook
  * something (the lines' shapes are documented at the top of
  * sitecustomize.py).  This module writes the probe's source where trials
@@ -53,9 +54,10 @@ struct inproc_worst {
 
 /**
  * Where the memory goes (a "mem" line): one process's breakdown at the
- * end of its second optimizer step.  device "" when no line was seen.
- * Byte counts are -1 when unknown: the peaks, held and outside are known
- * on CUDA only.
+ * end of its second optimizer step, or (failure) when it ended before
+ * that step: then also what the gradients and the optimizer's state take
+ * once allocated.  device "" when no line was seen.  Byte counts are -1
+ * when unknown: the peaks, held and outside are known on CUDA only.
  */
 struct inproc_mem {
     char device[8];       /**< "cuda", "cpu", "other"; "" no record */
@@ -68,6 +70,11 @@ struct inproc_mem {
     long long peak_res;   /**< the step's peak reserved (CUDA); -1 unknown */
     long long held;       /**< allocated at the step's end (CUDA); -1 unknown */
     long long outside;    /**< device memory outside the allocator (CUDA); -1 unknown */
+    /* "at":"failure" lines only (failure 0: these are 0 and "") */
+    int failure;          /**< said when the process ended before its second step */
+    long long grads_expected; /**< the gradients once all exist; -1 unknown */
+    long long optim_expected; /**< the optimizer's state once allocated; -1 unknown class */
+    char optim_class[48]; /**< the optimizer's class ("Adam+SGD" for two); "" none seen */
 };
 
 struct inproc_event {

@@ -63,6 +63,35 @@
 #       allocated at its end and the memory outside the allocator, as in
 #       that step's "step" line; null off CUDA (torch's CPU allocator
 #       keeps no counters: what the activations took is not known);
+#   {"ab":"mem","pid":P,"rank":R,"step":N,"at":"failure","device":D,
+#    "params":B,"grads":B,"optim":B,"grads_expected":B,"optim_class":C,
+#    "optim_expected":B,"peak_alloc":B,"peak_res":B,"held":B,"outside":B}
+#       where the memory went in a process that ends before its second
+#       optimizer step (the usual out-of-memory error at the smallest
+#       batch), once per process: at an uncaught exception (a chained
+#       sys.excepthook, written before the traceback is printed; also
+#       threading.excepthook, which does not end the process: a later
+#       line of the same process says more), else at interpreter exit
+#       (atexit: a trainer that catches the error and calls sys.exit).
+#       N is the optimizer steps done (0 or 1).  params, grads and optim
+#       are what existed then, counted as in the line above; the
+#       parameters come from every optimizer the process made (seen
+#       when it was made, before its first step) and the outermost
+#       module, so they are known even when no forward returned.
+#       "grads_expected" is the bytes the gradients take once they all
+#       exist (the parameters that require one); "optim_class" the
+#       optimizer's class name ("Adam+SGD" for two; null when none was
+#       made) and "optim_expected" the bytes its state takes once
+#       allocated, for torch's own classes: Adam and AdamW two copies of
+#       each parameter that requires a gradient (three with amsgrad), SGD
+#       one with momentum (none without), Adagrad one of every parameter
+#       (made with the optimizer), RMSprop one (two with momentum, one more
+#       centered), each in the parameter's dtype, plus a 4-byte "step"
+#       tensor per parameter where torch keeps one on that device;
+#       null for any other class.  No line when no parameter was seen
+#       (an error before the model or its optimizer existed).  The
+#       allocator's figures are as in the line above, since the last
+#       step (the peaks until the failure);
 #   {"ab":"worst","pid":P,"rank":R,"mode":M,"signal":G,"batches_seen":N,
 #    "whole":W,"elems":E,"longest":L,"position":I,"median":D,"first":K,
 #    "scan_s":S,"sizes":[E1,E2,...]}
@@ -159,6 +188,8 @@ class _Probe(object):
         self.vmpeak = False      # report VmPeak with each step
         self.retries_seen = None # the allocator's num_alloc_retries at the last step
         self.ctotal_said = False # the device's CUDA total was reported
+        self.optims = []         # weak references to the optimizers made
+        self.ended = False       # the failure "mem" line was written (process end)
         # What the model gets (the outermost module's forwards, per step)
         self.model = None        # the module whose forwards count, once found
         self.fw_hooks = []       # global module hooks, until it is found
@@ -259,6 +290,8 @@ class _Probe(object):
         if self.depth > 0:
             return
         self.depth = 0
+        if self.steps < 2:
+            _safe(self.note_optimizer, opt)
         if self.primary is None:
             self.primary = id(opt)
         elif id(opt) != self.primary:
@@ -329,6 +362,68 @@ class _Probe(object):
                      _storage_bytes(state, dev), _num(alloc if cuda else None),
                      _num(res if cuda else None), _num(held if cuda else None),
                      _num(outside if cuda else None)))
+
+    def note_optimizer(self, opt):
+        """Remember an optimizer (weakly; a few at most), for the failure
+        line: one that fails before its first step is seen only here."""
+        import weakref
+        if len(self.optims) >= 16 or any(r() is opt for r in self.optims):
+            return
+        self.optims.append(weakref.ref(opt))
+
+    def failure(self, end=True):
+        """The "mem" line of a process that ends (end) or whose thread
+        died (not end) before its second optimizer step: what the
+        parameters, gradients and optimizer state took then, and what
+        the gradients and optimizer state take once allocated."""
+        if self.ended or self.torch is None:
+            return
+        if end:
+            self.ended = True
+        steps = self.steps if os.getpid() == self.pid else 0
+        if steps >= 2:
+            return   # its second step's line says it
+        tensor = self.torch.Tensor
+        opts = [o for o in (r() for r in self.optims) if o is not None]
+        params, seen = [], set()
+        sources = [p for o in opts for g in (getattr(o, "param_groups", None) or [])
+                   for p in (g.get("params") or [])]
+        if self.model is not None:
+            try:
+                sources.extend(self.model.parameters())
+            except Exception:
+                pass
+        for p in sources:
+            if isinstance(p, tensor) and id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+        if not params:
+            return
+        dev = params[0].device
+        cuda = dev.type == "cuda"
+        grads = [p.grad for p in params if getattr(p, "grad", None) is not None]
+        state = []
+        for o in opts:
+            try:
+                for st in o.state.values():
+                    if isinstance(st, dict):
+                        state.extend(v for v in st.values() if isinstance(v, tensor))
+            except Exception:
+                pass
+        want = sum(_tensor_bytes(p, cuda) for p in params
+                   if p.device == dev and getattr(p, "requires_grad", False))
+        names, expected = _optim_expected(self.torch, opts, dev)
+        rank, _ = self.where()
+        res, alloc, held, _, outside, _ = self.memory()
+        self.emit('{"ab":"mem","pid":%d,"rank":%d,"step":%d,"at":"failure","device":"%s",'
+                  '"params":%d,"grads":%d,"optim":%d,"grads_expected":%d,"optim_class":%s,'
+                  '"optim_expected":%s,"peak_alloc":%s,"peak_res":%s,"held":%s,"outside":%s}'
+                  % (os.getpid(), rank, steps, "cuda" if cuda else "cpu" if dev.type == "cpu"
+                     else "other", _storage_bytes(params, dev), _storage_bytes(grads, dev),
+                     _storage_bytes(state, dev), want,
+                     "null" if not names else _json_str("+".join(names)), _num(expected),
+                     _num(alloc if cuda else None), _num(res if cuda else None),
+                     _num(held if cuda else None), _num(outside if cuda else None)))
 
     def batch(self, it, b):
         self.batches += 1
@@ -801,6 +896,61 @@ def _storage_bytes(tensors, dev):
     return total
 
 
+def _tensor_bytes(t, cuda):
+    """Bytes of a tensor of t's shape and dtype made afresh (zeros_like):
+    on CUDA as the caching allocator counts it (512-byte blocks)."""
+    n = int(t.numel()) * int(t.element_size())
+    return (n + 511) // 512 * 512 if cuda else n
+
+
+def _optim_expected(torch, opts, dev):
+    """(class names, bytes on dev that the optimizers' state takes once
+    allocated); the bytes are None unless every optimizer is one of
+    torch's own classes whose state is known (docs/probe.md)."""
+    names, total = [], 0
+    cuda = dev.type == "cuda"
+    major = _leading_int(getattr(torch, "__version__", "0"))
+    step_bytes = 8 if torch.get_default_dtype() == torch.float64 else 4
+    for o in opts:
+        cls = type(o)
+        if cls.__name__ not in names:
+            names.append(cls.__name__)
+        if total is None:
+            continue
+        for g in getattr(o, "param_groups", None) or []:
+            on_dev = dev.type == "cpu" or bool(g.get("capturable")) or bool(g.get("fused"))
+            if cls is torch.optim.Adam or cls is torch.optim.AdamW:
+                copies, step = (3 if g.get("amsgrad") else 2), True
+            elif cls is torch.optim.SGD:
+                copies, step = (1 if g.get("momentum") else 0), False
+            elif cls is torch.optim.Adagrad:   # made in __init__, frozen ones too
+                copies, step = 1, True
+            elif cls is torch.optim.RMSprop:   # its step is a tensor from 2.0 on
+                copies = 1 + (1 if g.get("momentum") else 0) + (1 if g.get("centered") else 0)
+                step = major >= 2
+            else:
+                total = None
+                break
+            for p in g.get("params") or []:
+                if not isinstance(p, torch.Tensor) or p.device != dev or (
+                        not p.requires_grad and cls is not torch.optim.Adagrad):
+                    continue
+                total += copies * _tensor_bytes(p, cuda)
+                if step and on_dev:
+                    total += (step_bytes + 511) // 512 * 512 if cuda else step_bytes
+    return names, total
+
+
+def _leading_int(text):
+    """The leading number of a version string ("2.8.0+cu128": 2)."""
+    digits = ""
+    for c in str(text):
+        if not c.isdigit():
+            break
+        digits += c
+    return int(digits) if digits else 0
+
+
 def _monotonic():
     import time
     return time.monotonic()
@@ -1214,6 +1364,12 @@ def _install(probe, torch):
     except Exception as e:
         probe.error("optimizer hooks: %s" % e)
     try:
+        if hook == "global":
+            _watch_optimizer_init(probe, torch.optim.Optimizer)
+        _watch_failure(probe)
+    except Exception as e:
+        probe.error("failure hooks: %s" % e)
+    try:
         _wrap_dataloader(probe, torch.utils.data)
     except Exception as e:
         probe.error("DataLoader hooks: %s" % e)
@@ -1310,8 +1466,52 @@ def _wrap_optimizer_classes(probe, base):
     def init_wrapper(self, *args, **kwargs):
         orig_init(self, *args, **kwargs)
         _safe(wrap_step, type(self))
+        _safe(probe.note_optimizer, self)
     init_wrapper.__wrapped__ = orig_init
     base.__init__ = init_wrapper
+
+
+def _watch_optimizer_init(probe, base):
+    """Each optimizer made is noted (torch >= 2.0; the wrapper of
+    _wrap_optimizer_classes does it before): one that fails before its
+    first step is otherwise never seen."""
+    orig_init = base.__init__
+
+    def init_wrapper(self, *args, **kwargs):
+        orig_init(self, *args, **kwargs)
+        _safe(probe.note_optimizer, self)
+    init_wrapper.__wrapped__ = orig_init
+    for k in ("__name__", "__qualname__", "__doc__"):
+        try:
+            setattr(init_wrapper, k, getattr(orig_init, k))
+        except Exception:
+            pass
+    base.__init__ = init_wrapper
+
+
+def _watch_failure(probe):
+    """The failure "mem" line: sys.excepthook and threading.excepthook
+    chained (the line first, then the hook that was there, which prints
+    the traceback as before), and atexit for a trainer that catches its
+    error and exits."""
+    import atexit
+    import threading
+    prev = sys.excepthook
+
+    def excepthook(tp, value, tb):
+        if not (isinstance(tp, type) and issubclass(tp, KeyboardInterrupt)):
+            _safe(probe.failure)
+        return prev(tp, value, tb)
+    sys.excepthook = excepthook
+    prev_thread = getattr(threading, "excepthook", None)
+    if prev_thread is not None:   # Python 3.8+
+        def thread_hook(args):
+            tp = getattr(args, "exc_type", None)
+            if not (isinstance(tp, type) and issubclass(tp, (SystemExit, KeyboardInterrupt))):
+                _safe(probe.failure, False)
+            return prev_thread(args)
+        threading.excepthook = thread_hook
+    atexit.register(lambda: _safe(probe.failure))
 
 
 def _wrap_dataloader(probe, data):

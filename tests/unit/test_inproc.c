@@ -288,6 +288,75 @@ static void test_mem_line(void **state)
     }
 }
 
+/* Where the memory went in a process that failed before its second
+ * step: real lines of the probe (train_tts.py at d_model 1024 under a
+ * 1.5 GiB limit on torch 1.13, and a CUDA one), with what the gradients
+ * and AdamW's state take once allocated; an optimizer torch does not
+ * ship has no expected size. */
+static void test_mem_failure_line(void **state)
+{
+    (void)state;
+    struct inproc_event ev;
+    assert_int_equal(parse("{\"ab\":\"mem\",\"pid\":4242,\"rank\":0,\"step\":0,\"at\":\"failure\","
+                           "\"device\":\"cpu\",\"params\":475865248,\"grads\":390836384,\"optim\":0,"
+                           "\"grads_expected\":475865248,\"optim_class\":\"AdamW\","
+                           "\"optim_expected\":951731004,\"peak_alloc\":null,\"peak_res\":null,"
+                           "\"held\":null,\"outside\":null}", &ev), 1);
+    assert_int_equal(ev.kind, INPROC_MEM);
+    assert_int_equal(ev.step, 0);
+    assert_int_equal(ev.mem.failure, 1);
+    assert_string_equal(ev.mem.device, "cpu");
+    assert_true(ev.mem.params == 475865248 && ev.mem.grads == 390836384 && ev.mem.optim == 0);
+    assert_true(ev.mem.grads_expected == 475865248 && ev.mem.optim_expected == 951731004LL);
+    assert_string_equal(ev.mem.optim_class, "AdamW");
+    assert_true(ev.mem.peak_alloc == -1 && ev.mem.held == -1);
+
+    assert_int_equal(parse("{\"ab\":\"mem\",\"pid\":9,\"rank\":3,\"step\":1,\"at\":\"failure\","
+                           "\"device\":\"cuda\",\"params\":1024,\"grads\":1024,\"optim\":512,"
+                           "\"grads_expected\":1024,\"optim_class\":\"Lion\",\"optim_expected\":null,"
+                           "\"peak_alloc\":8192,\"peak_res\":20971520,\"held\":2560,"
+                           "\"outside\":545259520}", &ev), 1);
+    assert_int_equal(ev.mem.failure, 1);
+    assert_int_equal(ev.mem.rank, 3);
+    assert_int_equal(ev.mem.step, 1);
+    assert_true(ev.mem.optim_expected == -1 && ev.mem.peak_res == 20971520);
+    assert_string_equal(ev.mem.optim_class, "Lion");
+
+    /* No optimizer made: no class, nothing expected of it. */
+    assert_int_equal(parse("{\"ab\":\"mem\",\"pid\":9,\"rank\":0,\"step\":0,\"at\":\"failure\","
+                           "\"device\":\"cpu\",\"params\":1024,\"grads\":0,\"optim\":0,"
+                           "\"grads_expected\":1024,\"optim_class\":null,\"optim_expected\":0}", &ev), 1);
+    assert_string_equal(ev.mem.optim_class, "");
+    assert_true(ev.mem.optim_expected == 0);
+
+    /* A step line is no failure. */
+    assert_int_equal(parse("{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":2,\"device\":\"cpu\","
+                           "\"params\":1,\"grads\":1,\"optim\":2}", &ev), 1);
+    assert_int_equal(ev.mem.failure, 0);
+
+    const char *bad[] = {
+        /* only "failure" is a place a line is said at */
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":0,\"at\":\"exit\",\"device\":\"cpu\","
+        "\"params\":1,\"grads\":0,\"optim\":0,\"grads_expected\":1}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":0,\"at\":1,\"device\":\"cpu\","
+        "\"params\":1,\"grads\":0,\"optim\":0,\"grads_expected\":1}",
+        /* a failure after the second step has that step's line instead */
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":2,\"at\":\"failure\",\"device\":\"cpu\","
+        "\"params\":1,\"grads\":0,\"optim\":0,\"grads_expected\":1}",
+        /* the gradients' size is the probe's own count: never null */
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":0,\"at\":\"failure\",\"device\":\"cpu\","
+        "\"params\":1,\"grads\":0,\"optim\":0,\"grads_expected\":null}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":0,\"at\":\"failure\",\"device\":\"cpu\","
+        "\"params\":1,\"grads\":0,\"optim\":0,\"grads_expected\":1,\"optim_expected\":-5}",
+        "{\"ab\":\"mem\",\"pid\":5,\"rank\":0,\"step\":0,\"at\":\"failure\",\"device\":\"cpu\","
+        "\"params\":1,\"grads\":0,\"optim\":0,\"grads_expected\":1,\"optim_class\":7}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(parse(bad[i], &ev), 0);
+        assert_int_equal(ev.kind, INPROC_NONE);
+    }
+}
+
 static void seen_step(struct inproc_seen *s, long step, const char *fields)
 {
     char line[512];
@@ -367,6 +436,9 @@ static void test_probe_documents_its_fields(void **state)
         "AUTOBATCH_WORST_CASE=off|auto|scan", "AUTOBATCH_WORST_CASE_SCAN",
         "{\"ab\":\"mem\",\"pid\":P,\"rank\":R,\"step\":2,\"device\":D,\"params\":B,\"grads\":B,",
         "\"optim\":B,\"peak_alloc\":B,\"peak_res\":B,\"held\":B,\"outside\":B}",
+        "{\"ab\":\"mem\",\"pid\":P,\"rank\":R,\"step\":N,\"at\":\"failure\",\"device\":D,",
+        "\"params\":B,\"grads\":B,\"optim\":B,\"grads_expected\":B,\"optim_class\":C,",
+        "\"optim_expected\":B,\"peak_alloc\":B,\"peak_res\":B,\"held\":B,\"outside\":B}",
     };
     for (size_t i = 0; i < sizeof doc / sizeof *doc; i++)
         if (!strstr(buf, doc[i]))
@@ -416,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_step_seen_fields),
         cmocka_unit_test(test_worst_line),
         cmocka_unit_test(test_mem_line),
+        cmocka_unit_test(test_mem_failure_line),
         cmocka_unit_test(test_seen_medians),
         cmocka_unit_test(test_probe_documents_its_fields),
         cmocka_unit_test(test_install_writes_the_probe),

@@ -1178,6 +1178,91 @@ static void test_memory_breakdown(void **state)
     json_decref(doc);
 }
 
+/* Batch is not the problem: the sum before any activation against the
+ * capacity, what was not yet allocated when it failed, and what to try
+ * next (checkpointing only where it can help and was not tried; the
+ * knobs autobatch does not try named as such); the reports show it
+ * when nothing fitted. */
+static void test_nofit_text(void **state)
+{
+    (void)state;
+    json_t *f = json_pack("{s:I, s:I, s:I, s:b, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I,"
+                          " s:b, s:b, s:[s, s, s]}",
+                          "trial", (json_int_t)2, "micro_batch", (json_int_t)1, "grad_accum",
+                          (json_int_t)1, "checkpointing", 0, "device", "cuda", "step", (json_int_t)0,
+                          "params", (json_int_t)(6656LL << 20), "grads", (json_int_t)(6656LL << 20),
+                          "grads_allocated", (json_int_t)(3LL << 30), "optimizer",
+                          (json_int_t)(13312LL << 20), "optimizer_allocated", (json_int_t)0,
+                          "optimizer_class", "AdamW", "before_activations", (json_int_t)(26624LL << 20),
+                          "capacity_bytes", (json_int_t)(24LL << 30), "exceeds_capacity", 1,
+                          "checkpointing_tried", 0, "suggestions", "mixed_precision",
+                          "8bit_optimizer", "sharding");
+    char *what, *next;
+    assert_int_equal(report_nofit_text(f, &what, &next), 1);
+    assert_string_equal(what, "micro_batch=1 does not fit: weights 6.5 GiB + gradients 6.5 GiB "
+                              "(3.0 GiB allocated when it failed) + AdamW state 13.0 GiB (not yet "
+                              "allocated when it failed) = 26.0 GiB of 24.0 GiB before any activation");
+    assert_string_equal(next, "the batch is not the problem: the weights, gradients and optimizer "
+                              "state alone are more than the memory, so no batch size fits and "
+                              "checkpointing cannot help (it saves activations only); try what "
+                              "autobatch does not try yet: mixed precision or bf16 weights, an 8-bit "
+                              "Adam (bitsandbytes), or sharding the weights, gradients and optimizer "
+                              "state over GPUs (FSDP, DeepSpeed ZeRO)");
+    free(what);
+    free(next);
+
+    /* Room for activations, checkpointing not tried: it comes first;
+     * gradients all there: nothing said of them; no capacity: no number. */
+    json_object_set_new(f, "grads_allocated", json_integer(6656LL << 20));
+    json_object_set_new(f, "capacity_bytes", json_null());
+    json_object_set_new(f, "exceeds_capacity", json_null());
+    json_array_insert_new(json_object_get(f, "suggestions"), 0, json_string("checkpointing"));
+    assert_int_equal(report_nofit_text(f, &what, &next), 1);
+    assert_string_equal(what, "micro_batch=1 does not fit: weights 6.5 GiB + gradients 6.5 GiB + "
+                              "AdamW state 13.0 GiB (not yet allocated when it failed) = 26.0 GiB "
+                              "before any activation (the capacity is not known)");
+    assert_string_equal(next, "the batch is not the problem: micro_batch=1 is the smallest in "
+                              "--batch; try --checkpointing on,off (it saves activations), then what "
+                              "autobatch does not try yet: mixed precision or bf16 weights, an 8-bit "
+                              "Adam (bitsandbytes), or sharding the weights, gradients and optimizer "
+                              "state over GPUs (FSDP, DeepSpeed ZeRO)");
+    free(what);
+    free(next);
+
+    /* An optimizer torch does not ship: a floor; checkpointing tried. */
+    json_object_set_new(f, "optimizer", json_null());
+    json_object_set_new(f, "optimizer_allocated", json_integer(1 << 20));
+    json_object_set_new(f, "optimizer_class", json_string("Lion"));
+    json_object_set_new(f, "before_activations", json_integer((13312LL << 20) + (1 << 20)));
+    json_object_set_new(f, "capacity_bytes", json_integer(24LL << 30));
+    json_object_set_new(f, "exceeds_capacity", json_false());
+    json_object_set_new(f, "checkpointing_tried", json_true());
+    json_array_remove(json_object_get(f, "suggestions"), 0);
+    assert_int_equal(report_nofit_text(f, &what, &next), 1);
+    assert_string_equal(what, "micro_batch=1 does not fit: weights 6.5 GiB + gradients 6.5 GiB + "
+                              "Lion state (its size is not known; 1.0 MiB allocated when it failed) "
+                              "= at least 13.0 GiB of 24.0 GiB before any activation");
+    assert_non_null(strstr(next, "micro_batch=1 is the smallest in --batch; checkpointing did not "
+                                 "make it fit either; try what autobatch does not try yet: mixed "
+                                 "precision or bf16 weights, an 8-bit optimizer, or sharding"));
+    free(what);
+    free(next);
+    assert_int_equal(report_nofit_text(json_null(), &what, &next), 0);
+    assert_null(what);
+    assert_null(next);
+
+    /* The reports, for a file where nothing fitted. */
+    json_t *doc = fixture("results-h100.json");
+    json_object_set_new(doc, "memory_breakdown", json_pack("{s:n, s:n, s:n, s:O}", "capacity_bytes",
+                                                           "smallest", "choice", "failure", f));
+    char *md = render(doc, REPORT_MARKDOWN, NULL);
+    assert_non_null(strstr(md, "\n- **Memory:** micro\\_batch=1 does not fit: weights 6.5 GiB + "));
+    assert_non_null(strstr(md, "before any activation; the batch is not the problem: "));
+    free(md);
+    json_decref(doc);
+    json_decref(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1205,6 +1290,7 @@ int main(void)
         cmocka_unit_test(test_choice_off_frontier),
         cmocka_unit_test(test_charts_failed_memory),
         cmocka_unit_test(test_memory_breakdown),
+        cmocka_unit_test(test_nofit_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

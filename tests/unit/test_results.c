@@ -223,8 +223,8 @@ static void test_memory_breakdown(void **state)
 
     /* 16 (trial 2, index 1) on CUDA; 24 (the choice, index 3) and 8 on the CPU. */
     r.trials[1].mem = (struct inproc_mem){ "cuda", 0, 2, 100 << 20, 100 << 20, 200 << 20,
-                                           1LL << 30, 1280LL << 20, 402 << 20, 500 << 20 };
-    r.trials[3].mem = (struct inproc_mem){ "cpu", 0, 2, 4096, 4096, 8192 + 268, -1, -1, -1, -1 };
+                                           1LL << 30, 1280LL << 20, 402 << 20, 500 << 20, 0, 0, 0, "" };
+    r.trials[3].mem = (struct inproc_mem){ "cpu", 0, 2, 4096, 4096, 8192 + 268, -1, -1, -1, -1, 0, 0, 0, "" };
     r.trials[0].mem = r.trials[3].mem;
     r.trials[0].mem.step = 3;
     r.capacity = 16.0 * (1 << 30);
@@ -287,6 +287,95 @@ static void test_memory_breakdown(void **state)
     results_release(&r);
 }
 
+/* Batch is not the problem: when nothing fits, the smallest size that
+ * ran out with the probe's breakdown at its failure says what the
+ * weights, gradients and optimizer's state take before any activation,
+ * against the capacity; checkpointing is suggested only where the rest
+ * leaves room and it was not tried. */
+static void test_nofit(void **state)
+{
+    (void)state;
+    struct results r = RESULTS_INIT;
+    fill(&r);
+    struct results_nofit f;
+    /* Fits exist: no such entry, even with a failure's breakdown. */
+    r.trials[2].mem = (struct inproc_mem){ "cpu", 0, 0, 1000, 300, 0, -1, -1, -1, -1,
+                                           1, 1000, 2016, "AdamW" };
+    assert_int_equal(results_mem_failure(&r), -1);
+    assert_int_equal(results_nofit_split(&r, &f), 0);
+    json_t *j = results_to_json(&r);
+    assert_true(json_is_null(json_object_get(json_object_get(j, "memory_breakdown"), "failure")));
+    json_t *t3 = json_object_get(json_array_get(json_object_get(j, "trials"), 2), "memory_breakdown");
+    assert_string_equal(json_string_value(json_object_get(t3, "at")), "failure");
+    assert_int_equal(jint(t3, "optimizer_expected"), 2016);
+    assert_int_equal(jint(t3, "grads_expected"), 1000);
+    assert_string_equal(json_string_value(json_object_get(t3, "optimizer_class")), "AdamW");
+    json_decref(j);
+
+    /* Nothing fits: 8 and 32 ran out (8 with the breakdown, 32 without). */
+    for (size_t i = 0; i < r.ntrials; i++)
+        r.trials[i].outcome = TRIAL_OOM;
+    r.best = -1;
+    r.trials[0].mem = r.trials[2].mem;
+    r.trials[2].mem.device[0] = '\0';
+    r.capacity = 2500;
+    assert_int_equal(results_mem_failure(&r), 0);
+    assert_int_equal(results_nofit_split(&r, &f), 1);
+    assert_true(f.params == 1000 && f.grads == 1000 && f.grads_now == 300 && f.optim == 2016 &&
+                f.optim_now == 0 && f.total == 4016 && f.capacity == 2500 && f.exceeds == 1);
+    assert_int_equal(f.nsuggest, 3); /* no checkpointing: it saves activations only */
+    assert_string_equal(f.suggest[0], "mixed_precision");
+    assert_string_equal(f.suggest[1], "8bit_optimizer");
+    assert_string_equal(f.suggest[2], "sharding");
+    j = results_to_json(&r);
+    json_t *fj = json_object_get(json_object_get(j, "memory_breakdown"), "failure");
+    assert_int_equal(jint(fj, "trial"), 1);
+    assert_int_equal(jint(fj, "micro_batch"), 8);
+    assert_int_equal(jint(fj, "before_activations"), 4016);
+    assert_int_equal(jint(fj, "capacity_bytes"), 2500);
+    assert_int_equal(jint(fj, "grads_allocated"), 300);
+    assert_int_equal(jint(fj, "optimizer_allocated"), 0);
+    assert_true(json_is_true(json_object_get(fj, "exceeds_capacity")));
+    assert_true(json_is_false(json_object_get(fj, "checkpointing_tried")));
+    assert_int_equal(json_array_size(json_object_get(fj, "suggestions")), 3);
+    json_decref(j);
+
+    /* Room left for activations and no checkpointing tried: try it
+     * first; an optimizer torch does not ship has no size (its part
+     * allocated so far counts, a floor); no capacity: not compared. */
+    r.capacity = 8000;
+    assert_int_equal(results_nofit_split(&r, &f), 1);
+    assert_int_equal(f.exceeds, 0);
+    assert_int_equal(f.nsuggest, 4);
+    assert_string_equal(f.suggest[0], "checkpointing");
+    r.trials[3].checkpointing = 1;
+    assert_int_equal(results_nofit_split(&r, &f), 1);
+    assert_int_equal(f.ckpt_tried, 1);
+    assert_string_equal(f.suggest[0], "mixed_precision");
+    r.trials[0].mem.optim_expected = -1;
+    r.trials[0].mem.optim = 64;
+    snprintf(r.trials[0].mem.optim_class, sizeof r.trials[0].mem.optim_class, "Lion");
+    r.capacity = -1;
+    assert_int_equal(results_nofit_split(&r, &f), 1);
+    assert_true(f.optim == -1 && f.total == 2064 && f.capacity == -1 && f.exceeds == -1);
+    j = results_to_json(&r);
+    fj = json_object_get(json_object_get(j, "memory_breakdown"), "failure");
+    assert_true(json_is_null(json_object_get(fj, "optimizer")));
+    assert_true(json_is_null(json_object_get(fj, "capacity_bytes")));
+    assert_true(json_is_null(json_object_get(fj, "exceeds_capacity")));
+    json_decref(j);
+
+    /* Of two at the smallest size, the one whose optimizer is known. */
+    r.trials[1].micro_batch = 8;
+    r.trials[1].mem = r.trials[0].mem;
+    r.trials[1].mem.optim_expected = 2016;
+    assert_int_equal(results_mem_failure(&r), 1);
+    /* Only a trial that ran out of memory says so (a crash does not). */
+    r.trials[1].outcome = TRIAL_CRASH;
+    assert_int_equal(results_mem_failure(&r), 0);
+    results_release(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_bounded_and_write),
         cmocka_unit_test(test_capacity_warm_settings),
         cmocka_unit_test(test_memory_breakdown),
+        cmocka_unit_test(test_nofit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

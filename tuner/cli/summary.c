@@ -17,6 +17,7 @@
 #include "cli/summary.h"
 #include "control/choose.h"
 #include "control/session.h"
+#include "output/report.h"
 
 /* One line of the answer, "autobatch: " and the printf-style text, made
  * safe (it names the user's files); on a terminal wrapped at its width,
@@ -216,8 +217,20 @@ void summary_say(FILE *say, const struct session *s, const struct tune_run *run,
                         "device memory; lower --headroom", 100 * (1 - plan->headroom));
         summary_headroom(stderr, res, &s->space, &s->gpu, plan->headroom, unit);
     } else if (status == AB_EXIT_NOTHING_FITS) {
-        summary_line(stderr, "nothing fits: the smallest candidate ran out of memory; lower "
-                        "the model's memory use or try --checkpointing on");
+        /* With the probe's breakdown at the failure: batch is not the
+         * problem, and by how much (results "memory_breakdown.failure"). */
+        json_t *f = results_nofit_json(res);
+        char *what = NULL, *next = NULL;
+        if (report_nofit_text(f, &what, &next)) {
+            summary_line(stderr, "nothing fits: %s", what);
+            summary_line(stderr, "%s", next);
+        } else {
+            summary_line(stderr, "nothing fits: the smallest candidate ran out of memory; lower "
+                            "the model's memory use or try --checkpointing on");
+        }
+        free(what);
+        free(next);
+        json_decref(f);
     } else if (status == AB_EXIT_CRASH && run->no_steps) {
         /* said when it happened */
     } else if (status == AB_EXIT_CRASH && !run->crashed) {

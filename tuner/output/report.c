@@ -698,13 +698,128 @@ static void mem_entry_text(struct sbuf *b, const json_t *e, const char *label, d
     }
 }
 
+/* One term of the batch-is-not-the-problem sum: the part once
+ * allocated, and what of it was when the trial failed. */
+static void nofit_term(struct sbuf *b, const char *word, double want, double now)
+{
+    char x[32];
+    sb_printf(b, "%s %s", word, report_fmt_bytes(x, sizeof x, want));
+    if (now <= 0 && want > 0)
+        sb_puts(b, " (not yet allocated when it failed)");
+    else if (now < want)
+        sb_printf(b, " (%s allocated when it failed)", report_fmt_bytes(x, sizeof x, now));
+}
+
+/* The i-th id of "suggestions", "" when not a string. */
+static const char *nofit_id(const json_t *sug, size_t i)
+{
+    const char *s = json_string_value(json_array_get(sug, i));
+    return s ? s : "";
+}
+
+/* The words of "suggestions" (results.h results_nofit). */
+static const char *nofit_suggestion(const char *id, const char *cls)
+{
+    if (!strcmp(id, "mixed_precision"))
+        return "mixed precision or bf16 weights";
+    if (!strcmp(id, "8bit_optimizer"))
+        return cls && (!strcmp(cls, "AdamW") || !strcmp(cls, "Adam")) ? "an 8-bit Adam (bitsandbytes)"
+                                                                      : "an 8-bit optimizer";
+    if (!strcmp(id, "sharding"))
+        return "sharding the weights, gradients and optimizer state over GPUs (FSDP, DeepSpeed ZeRO)";
+    return NULL;
+}
+
+int report_nofit_text(const json_t *f, char **what, char **next)
+{
+    *what = *next = NULL;
+    if (!json_is_object(f) || report_jint(f, "micro_batch") < 1 || report_jint(f, "params") < 0)
+        return 0;
+    struct sbuf b;
+    char x[32], y[32];
+    long long mb = report_jint(f, "micro_batch");
+    const char *cls = report_jstr(f, "optimizer_class");
+    double params = report_jnum(f, "params"), grads = report_jnum(f, "grads");
+    double optim = report_jnum(f, "optimizer"), optim_now = report_jnum(f, "optimizer_allocated");
+    double total = report_jnum(f, "before_activations"), cap = report_jnum(f, "capacity_bytes");
+    int exceeds = report_jbool(f, "exceeds_capacity");
+
+    sb_init(&b);
+    sb_printf(&b, "micro_batch=%lld does not fit: weights %s + ", mb,
+              report_fmt_bytes(x, sizeof x, params));
+    nofit_term(&b, "gradients", grads, report_jnum(f, "grads_allocated"));
+    if (cls && !isnan(optim)) {
+        sb_puts(&b, " + ");
+        char word[80];
+        snprintf(word, sizeof word, "%s state", cls);
+        nofit_term(&b, word, optim, optim_now);
+    } else if (cls) { /* not one of torch's own classes: its size is not known */
+        sb_printf(&b, " + %s state (its size is not known; %s allocated when it failed)", cls,
+                  report_fmt_bytes(x, sizeof x, isnan(optim_now) ? 0 : optim_now));
+    }
+    sb_printf(&b, " = %s%s", cls && isnan(optim) ? "at least " : "",
+              report_fmt_bytes(x, sizeof x, total));
+    if (!isnan(cap) && cap > 0)
+        sb_printf(&b, " of %s before any activation", report_fmt_bytes(y, sizeof y, cap));
+    else
+        sb_puts(&b, " before any activation (the capacity is not known)");
+    *what = sb_take(&b);
+
+    const json_t *sug = report_jget(f, "suggestions");
+    int ckpt = 0;
+    sb_init(&b);
+    if (exceeds == 1)
+        sb_puts(&b, "the batch is not the problem: the weights, gradients and optimizer state "
+                    "alone are more than the memory, so no batch size fits and checkpointing "
+                    "cannot help (it saves activations only); ");
+    else
+        sb_printf(&b, "the batch is not the problem: micro_batch=%lld is the smallest in --batch; ", mb);
+    for (size_t i = 0; i < json_array_size(sug); i++)
+        ckpt |= !strcmp(nofit_id(sug, i), "checkpointing");
+    if (ckpt)
+        sb_puts(&b, "try --checkpointing on,off (it saves activations), then ");
+    else if (exceeds != 1 && report_jbool(f, "checkpointing_tried") == 1)
+        sb_puts(&b, "checkpointing did not make it fit either; ");
+    sb_puts(&b, ckpt ? "what autobatch does not try yet: " : "try what autobatch does not try yet: ");
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(sug); i++) {
+        const char *w = nofit_suggestion(nofit_id(sug, i), cls);
+        if (w)
+            n++;
+    }
+    for (size_t i = 0, k = 0; i < json_array_size(sug); i++) {
+        const char *w = nofit_suggestion(nofit_id(sug, i), cls);
+        if (!w)
+            continue;
+        sb_printf(&b, "%s%s", k == 0 ? "" : k + 1 == n ? ", or " : ", ", w);
+        k++;
+    }
+    if (!n)
+        sb_puts(&b, "a smaller model");
+    *next = sb_take(&b);
+    if (!*what || !*next) {
+        free(*what);
+        free(*next);
+        *what = *next = NULL;
+        return 0;
+    }
+    return 1;
+}
+
 int report_text_memory(struct sbuf *b, const struct rdoc *d)
 {
     const json_t *mb = report_jget(d->root, "memory_breakdown");
     const json_t *small = report_jget(mb, "smallest"), *choice = report_jget(mb, "choice");
     int has_s = json_is_object(small), has_c = json_is_object(choice);
-    if (!has_s && !has_c)
-        return 0;
+    if (!has_s && !has_c) { /* nothing fitted: where the smallest size's memory went */
+        char *what, *next;
+        if (!report_nofit_text(report_jget(mb, "failure"), &what, &next))
+            return 0;
+        sb_printf(b, "%s; %s", what, next);
+        free(what);
+        free(next);
+        return 1;
+    }
     char x[32];
     double cap = report_jnum(mb, "capacity_bytes");
     if (isnan(cap) || cap <= 0)

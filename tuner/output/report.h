@@ -139,6 +139,19 @@ enum report_format {
 };
 
 /**
+ * Batch is not the problem: what to say when no size fits, from a
+ * results document's "memory_breakdown.failure" (docs/results.md).  Two
+ * sentences, each malloc'd, NUL-terminated and free()d by the caller:
+ * *what, the breakdown ("micro_batch=1 does not fit: weights 470.2 MiB +
+ * gradients 470.2 MiB (not yet allocated when it failed) + AdamW state
+ * 940.5 MiB (not yet allocated when it failed) = 1.8 GiB of 1.5 GiB
+ * before any activation"), and *next, what to try, with the knobs
+ * autobatch does not try yet named as such.  Returns 1, or 0 with both
+ * NULL when failure is not such an object (or out of memory).
+ */
+int report_nofit_text(const json_t *failure, char **what, char **next);
+
+/**
  * GitHub's limit on one step's summary ($GITHUB_STEP_SUMMARY).  A caller
  * that appends to a summary file which already holds other text passes
  * this minus the file's size as max_bytes to report_summary_markdown().

@@ -339,8 +339,16 @@ static json_t *results_mem_json(const struct inproc_mem *m)
                           "step", (json_int_t)m->step);
     for (int i = 0; o && i < RESULTS_MEM_PARTS; i++)
         json_object_set_new(o, results_mem_part_name[i], int_or_null(p.v[i]));
-    if (o)
+    if (o) {
         json_object_set_new(o, "held", int_or_null(m->held));
+        json_object_set_new(o, "at", json_string(m->failure ? "failure" : "step"));
+    }
+    if (o && m->failure) {
+        json_object_set_new(o, "grads_expected", int_or_null(m->grads_expected));
+        json_object_set_new(o, "optimizer_expected", int_or_null(m->optim_expected));
+        json_object_set_new(o, "optimizer_class",
+                            m->optim_class[0] ? json_string(m->optim_class) : json_null());
+    }
     return o ? o : json_null();
 }
 
@@ -419,6 +427,8 @@ void results_trial_seen(struct results_trial *t, const struct trial_result *tr)
     t->elems_max = tr->probe_elems_max;
     t->worst = tr->worst;
     t->mem = tr->mem;
+    if (tr->outcome == TRIAL_FIT && t->mem.failure) /* a fit did not fail: no such record */
+        memset(&t->mem, 0, sizeof t->mem);
     t->retries_known = tr->alloc_retries >= 0;
     t->alloc_retries = tr->alloc_retries;
     t->alloc_retries_rank = tr->alloc_retries_rank;
@@ -535,15 +545,94 @@ static json_t *results_mem_entry(const struct results *r, long k)
     return o ? o : json_null();
 }
 
+long results_mem_failure(const struct results *r)
+{
+    if (results_any_fit(r))
+        return -1;
+    long k = -1;
+    for (size_t i = 0; i < r->ntrials; i++) {
+        const struct results_trial *t = &r->trials[i];
+        if (t->outcome != TRIAL_OOM || !t->mem.device[0] || !t->mem.failure)
+            continue;
+        if (k < 0 || t->micro_batch < r->trials[k].micro_batch ||
+            (t->micro_batch == r->trials[k].micro_batch && t->mem.optim_expected >= 0 &&
+             r->trials[k].mem.optim_expected < 0))
+            k = (long)i;
+    }
+    return k;
+}
+
+int results_nofit_split(const struct results *r, struct results_nofit *f)
+{
+    memset(f, 0, sizeof *f);
+    long k = results_mem_failure(r);
+    if (k < 0)
+        return 0;
+    const struct results_trial *t = &r->trials[k];
+    const struct inproc_mem *m = &t->mem;
+    f->trial = k;
+    f->params = m->params;
+    f->grads_now = m->grads;
+    f->grads = m->grads_expected > m->grads ? m->grads_expected : m->grads;
+    f->optim_now = m->optim;
+    f->optim = m->optim_expected >= 0 ? (m->optim_expected > m->optim ? m->optim_expected : m->optim)
+                                      : -1;
+    f->total = f->params + f->grads + (f->optim >= 0 ? f->optim : f->optim_now);
+    f->capacity = r->capacity > 0 ? (long long)r->capacity : -1;
+    f->exceeds = f->capacity > 0 ? f->total > f->capacity : -1;
+    for (size_t i = 0; i < r->ntrials; i++)
+        f->ckpt_tried |= r->trials[i].checkpointing;
+    /* Checkpointing saves activations only: worth a try when the rest
+     * leaves room for some, and not tried yet. */
+    int n = 0;
+    if (f->exceeds != 1 && !f->ckpt_tried)
+        f->suggest[n++] = "checkpointing";
+    f->suggest[n++] = "mixed_precision";
+    if (f->optim != 0)
+        f->suggest[n++] = "8bit_optimizer";
+    f->suggest[n++] = "sharding";
+    f->nsuggest = n;
+    return 1;
+}
+
+json_t *results_nofit_json(const struct results *r)
+{
+    struct results_nofit f;
+    if (!results_nofit_split(r, &f))
+        return json_null();
+    const struct results_trial *t = &r->trials[f.trial];
+    json_t *o = json_pack("{s:I, s:I, s:I, s:b, s:s, s:I, s:I, s:I, s:I, s:o, s:I, s:o, s:I, s:o, s:o,"
+                          " s:b, s:[]}",
+                          "trial", (json_int_t)t->id, "micro_batch", (json_int_t)t->micro_batch,
+                          "grad_accum", (json_int_t)t->grad_accum, "checkpointing", t->checkpointing,
+                          "device", t->mem.device, "step", (json_int_t)t->mem.step,
+                          "params", (json_int_t)f.params, "grads", (json_int_t)f.grads,
+                          "grads_allocated", (json_int_t)f.grads_now,
+                          "optimizer", int_or_null(f.optim),
+                          "optimizer_allocated", (json_int_t)f.optim_now,
+                          "optimizer_class", t->mem.optim_class[0] ? json_string(t->mem.optim_class)
+                                                                   : json_null(),
+                          "before_activations", (json_int_t)f.total,
+                          "capacity_bytes", int_or_null(f.capacity),
+                          "exceeds_capacity", f.exceeds < 0 ? json_null() : json_boolean(f.exceeds),
+                          "checkpointing_tried", f.ckpt_tried, "suggestions");
+    json_t *sug = o ? json_object_get(o, "suggestions") : NULL;
+    for (int i = 0; sug && i < f.nsuggest; i++)
+        json_array_append_new(sug, json_string(f.suggest[i]));
+    return o ? o : json_null();
+}
+
 /* "memory_breakdown": where the memory goes in the smallest fit and in
- * the choice, with the capacity the shares are of. */
+ * the choice, with the capacity the shares are of; when nothing fits,
+ * where it went in the smallest size that failed. */
 static json_t *results_mem_top_json(const struct results *r)
 {
-    json_t *o = json_pack("{s:o, s:o, s:o}",
+    json_t *o = json_pack("{s:o, s:o, s:o, s:o}",
                           "capacity_bytes", r->capacity > 0 ? json_integer((json_int_t)r->capacity)
                                                             : json_null(),
                           "smallest", results_mem_entry(r, results_mem_smallest(r)),
-                          "choice", results_mem_entry(r, results_mem_choice(r)));
+                          "choice", results_mem_entry(r, results_mem_choice(r)),
+                          "failure", results_nofit_json(r));
     return o ? o : json_null();
 }
 

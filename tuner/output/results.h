@@ -243,6 +243,41 @@ long results_mem_smallest(const struct results *r);
  *  fit of its configuration that has one; -1 none. */
 long results_mem_choice(const struct results *r);
 
+/** When no trial fits: the index of the trial that ran out of memory
+ *  with the probe's breakdown at its failure and the smallest
+ *  micro-batch (of equals, the first whose optimizer's state is known),
+ *  or -1. */
+long results_mem_failure(const struct results *r);
+
+/**
+ * Batch is not the problem (docs/results.md "memory_breakdown.failure"):
+ * what the smallest size that failed held before any activation, from
+ * results_mem_failure()'s trial.  Byte counts -1 unknown.
+ */
+struct results_nofit {
+    long trial;             /**< its index in trials */
+    long long params;       /**< the parameters */
+    long long grads;        /**< their gradients, once all exist */
+    long long grads_now;    /**< ... allocated when it failed */
+    long long optim;        /**< the optimizer's state once allocated; -1 unknown class */
+    long long optim_now;    /**< ... allocated when it failed */
+    long long total;        /**< params + grads + optim (optim_now when unknown: a floor) */
+    long long capacity;     /**< the run's capacity; -1 unknown */
+    int exceeds;            /**< total > capacity: 1, 0, -1 unknown */
+    int ckpt_tried;         /**< a trial ran with checkpointing on */
+    const char *suggest[4]; /**< what to try next, in order: "checkpointing",
+                                 "mixed_precision", "8bit_optimizer", "sharding" */
+    int nsuggest;
+};
+
+/** Fill f; 0 (f zeroed) when results_mem_failure() finds no trial. */
+int results_nofit_split(const struct results *r, struct results_nofit *f);
+
+/** "memory_breakdown.failure" (new reference): results_nofit_split() as
+ *  JSON with the trial's id and configuration; json null when it finds
+ *  no trial. */
+struct json_t *results_nofit_json(const struct results *r);
+
 /** Did any trial fit? */
 int results_any_fit(const struct results *r);
 

@@ -607,10 +607,15 @@ static void trial_on_probe(void *ctx, const char *line, size_t len, int truncate
         return;
     }
     if (ev.kind == INPROC_MEM) {
-        /* The lowest rank's breakdown; of one rank the first (a process
-         * says it once; a restarted rank would say it again). */
+        /* A second step's breakdown over one at a failure; then the
+         * lowest rank's; of one rank the first step line (a process says
+         * it once; a restarted rank would say it again) and the last
+         * failure line (a dead thread's comes before the process's end). */
         long mr = ev.mem.rank >= 0 ? ev.mem.rank : 0;
-        if (!r->mem.device[0] || mr < r->mem.rank)
+        int take = !r->mem.device[0] || (r->mem.failure && !ev.mem.failure);
+        if (!take && r->mem.failure == ev.mem.failure)
+            take = mr < r->mem.rank || (mr == r->mem.rank && ev.mem.failure);
+        if (take)
             r->mem = ev.mem, r->mem.rank = mr;
         return;
     }

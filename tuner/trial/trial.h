@@ -180,7 +180,8 @@ struct trial_result {
      *  the last one it wrote); worst.mode "" when the probe wrote none */
     struct inproc_worst worst;
     /** where the memory goes: the lowest rank's "mem" line (its second
-     *  optimizer step); mem.device "" when the probe wrote none */
+     *  optimizer step; else, mem.failure, the line of a process that
+     *  ended before it); mem.device "" when the probe wrote none */
     struct inproc_mem mem;
     int64_t peak_allocated_bytes; /**< CUDA peak allocated over ranks; -1 unknown */
     int64_t held_bytes;  /**< CUDA bytes allocated at a step's end, largest over ranks; -1 unknown */

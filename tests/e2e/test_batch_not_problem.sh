@@ -20,10 +20,15 @@ BIG=(--d_model 1024 --layers 4 --max_text_len 4 --max_mel_len 8)
 LIMIT=1536M
 
 rc=0
-"$AUTOBATCH" --batch 1:2 --steps 3 --warmup 1 --no-confirm --no-cache --kill-grace 2s \
-  --trial-memory-limit "$LIMIT" --json "$WORK/m.json" -- "$PY" "$TRAIN" "${BIG[@]}" \
-  >"$WORK/m.out" 2>&1 || rc=$?
+"$AUTOBATCH" --batch 1:4 --grad-accum 1,2 --checkpointing both --steps 3 --warmup 1 \
+  --no-confirm --no-cache --kill-grace 2s --trial-memory-limit "$LIMIT" --json "$WORK/m.json" \
+  -- "$PY" "$TRAIN" "${BIG[@]}" >"$WORK/m.out" 2>&1 || rc=$?
 assert_eq 3 "$rc" "exit status (nothing fits): $(tail -5 "$WORK/m.out")"
+# At once: the first trial's failure shows that no size fits in any of
+# the four cells, and the search stops there.
+assert_eq 1 "$(jqr '.trials | length' "$WORK/m.json")" "trials run"
+grep -q '^autobatch: micro_batch=[0-9]* ran out with the weights, gradients and optimizer state alone (1\.77 GiB before any activation) above the 1\.50 GiB there is: no size fits in any cell; the search stops$' "$WORK/m.out" \
+  || fail "no stop note: $(grep '^autobatch:' "$WORK/m.out" | head -5)"
 
 # The model's own figures, computed here: the parameters' bytes, and
 # AdamW's state once allocated (exp_avg and exp_avg_sq like each
@@ -56,7 +61,8 @@ limit=$((1536 << 20))
 
 # The results: memory_breakdown.failure with the model's own figures.
 F='.memory_breakdown.failure'
-assert_eq 1 "$(jqr "$F.micro_batch" "$WORK/m.json")" "the failure's micro-batch"
+mb=$(jqr "$F.micro_batch" "$WORK/m.json")
+assert_eq "$(jqr '.trials[0].micro_batch' "$WORK/m.json")" "$mb" "the failure's micro-batch"
 assert_eq cpu "$(jqr "$F.device" "$WORK/m.json")" "the failure's device"
 assert_eq "$want_p" "$(jqr "$F.params" "$WORK/m.json")" "weights (bytes)"
 assert_eq "$want_p" "$(jqr "$F.grads" "$WORK/m.json")" "gradients once all exist (bytes)"
@@ -85,7 +91,7 @@ pass "results: weights $want_p + gradients $want_p + AdamW $want_o = $want_t byt
 # The terminal answer, in the units autobatch prints (GiB/MiB, one decimal).
 mib() { awk -v b="$1" 'BEGIN { if (b >= 1073741824) printf "%.1f GiB", b / 1073741824; else printf "%.1f MiB", b / 1048576 }'; }
 line=$(grep '^autobatch: nothing fits: ' "$WORK/m.out") || fail "no nothing-fits line: $(tail -5 "$WORK/m.out")"
-want="autobatch: nothing fits: micro_batch=1 does not fit: weights $(mib "$want_p") + gradients $(mib "$want_p")"
+want="autobatch: nothing fits: micro_batch=$mb does not fit: weights $(mib "$want_p") + gradients $(mib "$want_p")"
 [ "$ga" = "$want_p" ] && want="$want + " || want="$want ("
 case "$line" in "$want"*) ;; *) fail "the line: $line; want it to start: $want" ;; esac
 if [ "$oa" = 0 ]; then now="not yet allocated"; else now="$(awk -v b="$oa" 'BEGIN {
@@ -93,7 +99,7 @@ if [ "$oa" = 0 ]; then now="not yet allocated"; else now="$(awk -v b="$oa" 'BEGI
   else printf "%.0f KiB", b / 1024 }') allocated"; fi
 want="+ AdamW state $(mib "$want_o") ($now when it failed) = $(mib "$want_t") of $(mib "$limit") before any activation"
 case "$line" in *"$want") ;; *) fail "the line: $line; want it to end: $want" ;; esac
-grep -q '^autobatch: the batch is not the problem: the weights, gradients and optimizer state alone are more than the memory, so no batch size fits and checkpointing cannot help .*try what autobatch does not try yet: mixed precision or bf16 weights, an 8-bit Adam (bitsandbytes), or sharding' "$WORK/m.out" \
+grep -q '^autobatch: the batch is not the problem: the weights, gradients and optimizer state alone are more than the memory, so no batch size fits (not even micro_batch=1) and checkpointing cannot help .*try what autobatch does not try yet: mixed precision or bf16 weights, an 8-bit Adam (bitsandbytes), or sharding' "$WORK/m.out" \
   || fail "no advice line: $(grep '^autobatch:' "$WORK/m.out" | tail -3)"
 pass "the answer: ${line#autobatch: }"
 
@@ -102,7 +108,7 @@ grep -q '^RuntimeError: .*DefaultCPUAllocator: can.t allocate memory' "$WORK/m.o
   || fail "the trainer's traceback is not there"
 
 "$AUTOBATCH" report "$WORK/m.json" --format markdown >"$WORK/r.md" || fail "report markdown"
-grep -q '^- \*\*Memory:\*\* micro\\_batch=1 does not fit: weights .* before any activation; the batch is not the problem' "$WORK/r.md" \
+grep -q '^- \*\*Memory:\*\* micro\\_batch='"$mb"' does not fit: weights .* before any activation; the batch is not the problem' "$WORK/r.md" \
   || fail "markdown: no memory line: $(grep -i memory "$WORK/r.md" | head -3)"
 assert_no_leftovers
 pass "the report says it; no trial leftovers"

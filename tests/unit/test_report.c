@@ -1203,8 +1203,9 @@ static void test_nofit_text(void **state)
                               "(3.0 GiB allocated when it failed) + AdamW state 13.0 GiB (not yet "
                               "allocated when it failed) = 26.0 GiB of 24.0 GiB before any activation");
     assert_string_equal(next, "the batch is not the problem: the weights, gradients and optimizer "
-                              "state alone are more than the memory, so no batch size fits and "
-                              "checkpointing cannot help (it saves activations only); try what "
+                              "state alone are more than the memory, so no batch size fits (not "
+                              "even micro_batch=1) and checkpointing cannot help (it saves "
+                              "activations only); try what "
                               "autobatch does not try yet: mixed precision or bf16 weights, an 8-bit "
                               "Adam (bitsandbytes), or sharding the weights, gradients and optimizer "
                               "state over GPUs (FSDP, DeepSpeed ZeRO)");

@@ -332,6 +332,7 @@ static void test_nofit(void **state)
     assert_int_equal(jint(fj, "trial"), 1);
     assert_int_equal(jint(fj, "micro_batch"), 8);
     assert_int_equal(jint(fj, "before_activations"), 4016);
+    assert_int_equal(jint(fj, "batch_min"), 1);
     assert_int_equal(jint(fj, "capacity_bytes"), 2500);
     assert_int_equal(jint(fj, "grads_allocated"), 300);
     assert_int_equal(jint(fj, "optimizer_allocated"), 0);

@@ -574,6 +574,36 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
  * the search (budget, interrupt, crash, bad input: r->status and the
  * flags say which).
  */
+/*
+ * Batch is not the problem: a size that ran out of memory before its
+ * second optimizer step, whose probe says that the weights, their
+ * gradients and the optimizer's state alone (once allocated) are more
+ * than the capacity, tells that no size fits in any cell: accumulation
+ * and checkpointing save activations only, and a smaller batch holds
+ * the same weights.  Say so at once (the answer gives the breakdown,
+ * summary.c) and stop: 1.  Only when nothing has fitted (a fit would
+ * contradict it) and the optimizer's state is known.
+ */
+static int tune_beyond_capacity(struct tune_run *r, const struct trial_result *tr, long value)
+{
+    const struct inproc_mem *m = &tr->mem;
+    if (tr->outcome != TRIAL_OOM || !m->device[0] || !m->failure || m->optim_expected < 0 ||
+        results_any_fit(r->res))
+        return 0;
+    double cap = gpu_capacity(r->gpu);
+    if (!(cap > 0) && r->plan->trial_mem_limit > 0)
+        cap = (double)r->plan->trial_mem_limit;
+    long long fixed = m->params + (m->grads_expected > m->grads ? m->grads_expected : m->grads) +
+                      (m->optim_expected > m->optim ? m->optim_expected : m->optim);
+    if (!(cap > 0) || (double)fixed <= cap)
+        return 0;
+    tune_say(r, TUNE_NOTE, "micro_batch=%ld ran out with the weights, gradients and optimizer "
+                           "state alone (%.2f GiB before any activation) above the %.2f GiB there "
+                           "is: no size fits in any cell; the search stops", value,
+             (double)fixed / 1073741824.0, cap / 1073741824.0);
+    return 1;
+}
+
 int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
 {
     const struct plan *plan = r->plan;
@@ -796,6 +826,8 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     }
     if (j->recording)
         leftovers_remove_tree(j->tdir);
+    if (!obs.fit && !j->confirm && tune_beyond_capacity(r, tr, value))
+        return 1;
     return 0;
 }
 

@@ -766,14 +766,17 @@ int report_nofit_text(const json_t *f, char **what, char **next)
     *what = sb_take(&b);
 
     const json_t *sug = report_jget(f, "suggestions");
+    long long least = report_jint(f, "batch_min") > 0 ? report_jint(f, "batch_min") : mb;
     int ckpt = 0;
     sb_init(&b);
     if (exceeds == 1)
-        sb_puts(&b, "the batch is not the problem: the weights, gradients and optimizer state "
-                    "alone are more than the memory, so no batch size fits and checkpointing "
-                    "cannot help (it saves activations only); ");
+        sb_printf(&b, "the batch is not the problem: the weights, gradients and optimizer state "
+                      "alone are more than the memory, so no batch size fits (not even "
+                      "micro_batch=%lld) and checkpointing cannot help (it saves activations "
+                      "only); ", least);
     else
-        sb_printf(&b, "the batch is not the problem: micro_batch=%lld is the smallest in --batch; ", mb);
+        sb_printf(&b, "the batch is not the problem: micro_batch=%lld is the smallest in --batch; ",
+                  least);
     for (size_t i = 0; i < json_array_size(sug); i++)
         ckpt |= !strcmp(nofit_id(sug, i), "checkpointing");
     if (ckpt)

@@ -616,6 +616,8 @@ json_t *results_nofit_json(const struct results *r)
                           "capacity_bytes", int_or_null(f.capacity),
                           "exceeds_capacity", f.exceeds < 0 ? json_null() : json_boolean(f.exceeds),
                           "checkpointing_tried", f.ckpt_tried, "suggestions");
+    if (o)
+        json_object_set_new(o, "batch_min", r->batch_min > 0 ? json_integer(r->batch_min) : json_null());
     json_t *sug = o ? json_object_get(o, "suggestions") : NULL;
     for (int i = 0; sug && i < f.nsuggest; i++)
         json_array_append_new(sug, json_string(f.suggest[i]));

@@ -295,10 +295,14 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
     res->slots = s->nslots > 1 ? s->nslots : 1;
     s->so.shared_speeds = s->nslots > 1;
     s->space.o.shared_speeds = s->nslots > 1;
-    /* Boundary trials end at the probe's second optimizer step, unless
-     * the user wants every speed or the trials run through srun (which
-     * must forward a stop, not be killed). */
-    s->so.memory_only = !plan->no_probe && !plan->full_trials && !slurm;
+    /* Boundary trials on a GPU end once the probe's CUDA figure stops
+     * growing past the second optimizer step, unless the user wants every
+     * speed or the trials run through srun (which must forward a stop,
+     * not be killed).  Not on CPU under --trial-memory-limit: glibc's
+     * heap grows for steps after that, and early fits there were false
+     * (bench/results/memory-only-2ed3ddd-Release-cpu.txt). */
+    s->so.memory_only = !plan->no_probe && !plan->full_trials && !slurm &&
+                        !plan->trial_mem_limit && real_cap > 0;
     s->space.o.memory_only = s->so.memory_only;
     return SESSION_OK;
 }

@@ -458,15 +458,14 @@ static int trial_extend(struct trial_state *st)
     return 1;
 }
 
-/* The probe's memory figure so far: the largest it said, any view. */
+/* The probe's CUDA memory figure so far: the caching allocator's
+ * reserved peak, with what lies outside it when the probe said both.
+ * Not VmPeak: under an address-space cap glibc's heap keeps growing for
+ * five to ten steps (bench/results/memory-only-*-cpu.txt), so a flat
+ * step there decides nothing. */
 static int64_t trial_mem_figure(const struct trial_result *r)
 {
-    int64_t f = r->peak_mem_bytes;
-    if (r->peak_vm_bytes > f)
-        f = r->peak_vm_bytes;
-    if (r->cuda_peak_bytes > f)
-        f = r->cuda_peak_bytes;
-    return f;
+    return r->cuda_peak_bytes > r->peak_mem_bytes ? r->cuda_peak_bytes : r->peak_mem_bytes;
 }
 
 /* A memory-only trial (opts->memory_steps) is decided at step now_step:

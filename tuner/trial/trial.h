@@ -108,9 +108,9 @@ struct trial_opts {
     long warmup_steps;   /**< steps left out of the timing */
     long extra_steps;    /**< a noisy trial may run this many more steps; 0 = never */
     /** a memory-only trial: past this many of the probe's optimizer
-     *  steps, the first step over which the probe's memory figure (the
-     *  largest of reserved, VmPeak and the CUDA view) did not grow makes
-     *  it a fit; its tree is then killed at once (SIGKILL, no grace, no
+     *  steps, the first step over which the probe's CUDA memory figure
+     *  (the reserved peak, with what lies outside the allocator) did not
+     *  grow makes it a fit; its tree is then killed at once (SIGKILL, no grace, no
      *  extension) and it measures no speed.  Until then it is a full
      *  trial.  0 = a full trial.  Steps from anything but the probe, or a
      *  probe without memory figures, ignore it (NVML's sampler and a

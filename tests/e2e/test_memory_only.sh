@@ -24,7 +24,8 @@ grow = "--grow" in argv              # the figure grows every step until step 8
 GiB = 1 << 30
 base, per, cap = 4 * GiB, GiB // 4, 24 * GiB   # boundary: (24 - 4) * 4 = 80
 out = open(os.environ["AUTOBATCH_PROBE"], "a")
-log = open(os.path.join(os.environ["FAKE_LOG_DIR"], "steps-%d-%d" % (b, os.getpid())), "w")
+# one log per run (trials run in PID namespaces of their own: pids repeat)
+log = open(os.path.join(os.environ["FAKE_LOG_DIR"], "steps-%d-%s" % (b, os.urandom(6).hex())), "w")
 pid = os.getpid()
 def emit(o):
     out.write(json.dumps(o) + "\n")
@@ -62,10 +63,15 @@ n_mem=$(jqr '[.trials[] | select(.memory_only == true)] | length' "$WORK/g.json"
 assert_eq 0 "$(jqr '[.trials[] | select(.memory_only == true and (.outcome != "fit" or .samples_per_s != null))] | length' "$WORK/g.json")" \
   "gpu: memory-only trials that are not speedless fits"
 # Each memory-only trial stopped at step 3 (the first flat step past the
-# second): the trainer logged at most one step more before the kill.
-for id in $(jqr '.trials[] | select(.memory_only == true) | .micro_batch' "$WORK/g.json"); do
-  most=$(cat "$WORK"/steps/steps-"$id"-* | sort -n | tail -1)
-  [ "$most" -le 4 ] || fail "gpu: the memory-only trial at $id ran to step $most"
+# second): per size, as many of the trainer's runs logged at most one
+# step more before the kill as there were memory-only trials of it.
+for v in $(jqr '[.trials[] | select(.memory_only == true) | .micro_batch] | unique | .[]' "$WORK/g.json"); do
+  want=$(jqr "[.trials[] | select(.memory_only == true and .micro_batch == $v)] | length" "$WORK/g.json")
+  short=0
+  for f in "$WORK"/steps/steps-"$v"-*; do
+    [ "$(sort -n "$f" | tail -1)" -le 4 ] && short=$((short + 1))
+  done
+  [ "$short" -ge "$want" ] || fail "gpu: $want memory-only trials at $v, $short runs stopped by step 4"
 done
 # The largest fit and the choice have full trials: warm-up + 5 steps timed.
 for v in 80 "$(jqr '.best.micro_batch' "$WORK/g.json")"; do

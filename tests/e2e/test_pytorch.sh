@@ -79,9 +79,12 @@ pass "global batch 16: best $b in $(jqr '.summary.trials' "$WORK/gb.json") trial
 
 # --- 2 gloo ranks under torch.distributed.run; rank 1 runs out of memory
 # (Debian's torch 1.13 torchrun needs --redirects/--tee spelled out on
-# Python 3.11: its Std.from_str("0") returns None there.)
+# Python 3.11: its Std.from_str("0") returns None there.  Its --standalone
+# store is at the fixed port 29400: another test's ranks would share it,
+# and fail when this one exits, so the store takes a free port.)
 "$AUTOBATCH" --quiet "${COMMON[@]}" --batch 1:16 --json "$WORK/ddp.json" -- \
-  "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 --redirects 1 --tee 2 \
+  "$PY" -m torch.distributed.run --rdzv_backend c10d --rdzv_endpoint localhost:0 --nnodes 1 \
+  --nproc_per_node 2 --redirects 1 --tee 2 \
   "$TRAIN" --worst_case_rank 1 >"$WORK/ddp.out" 2>&1 || fail "ddp: exit $? $(tail -5 "$WORK/ddp.out")"
 [ "$(jqr '[.trials[] | select(.outcome == "oom")] | length' "$WORK/ddp.json")" -ge 1 ] || fail "ddp: no OOM trial"
 worst=$(jqr '[.trials[] | select(.outcome == "oom") | .teardown_s] | max' "$WORK/ddp.json")

@@ -109,3 +109,20 @@ sys.exit(os.waitstatus_to_exitcode(pty.spawn(["sh", "-c", sys.argv[2]], read)))'
       "$out" "stty cols $cols 2>/dev/null;$q" </dev/null
   fi
 }
+
+# doc_blocks FILE...: run the ```console blocks of the Markdown FILEs (paths
+# relative to AB_SOURCE_DIR) as tests/e2e/readme_blocks.py does, in a
+# scratch directory where build/ holds this build's autobatch and simtrain
+# (what `bash examples/demo.sh` leaves), and check that every other command
+# block says why it is not run; AB_README_UPDATE=1 rewrites the blocks'
+# output from the run instead.  Returns readme_blocks.py's status.
+doc_blocks() {
+  local mode=check
+  [ -n "${AB_README_UPDATE:-}" ] && mode=update
+  mkdir -p "$WORK/build"
+  ln -sfn "$AUTOBATCH" "$WORK/build/autobatch"
+  ln -sfn "$SIMTRAIN" "$WORK/build/simtrain"
+  ln -sfn "$AB_SOURCE_DIR/examples" "$WORK/examples"
+  ln -sfn "$AB_SOURCE_DIR/configs" "$WORK/configs"
+  (cd "$AB_SOURCE_DIR" && python3 tests/e2e/readme_blocks.py "$mode" "$WORK" "$@")
+}

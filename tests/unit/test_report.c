@@ -1141,7 +1141,7 @@ static void test_memory_breakdown(void **state)
                             "params", (json_int_t)4096, "grads", (json_int_t)4096, "optimizer",
                             (json_int_t)8460, "activations", "cache", "outside", "peak");
     json_object_set_new(doc, "memory_breakdown",
-        json_pack("{s:n, s:{s:I, s:I, s:I, s:b, s:s, s:o, s:o}, s:{s:I, s:I, s:I, s:b, s:s, s:O, s:O}}",
+        json_pack("{s:n, s:{s:I, s:I, s:I, s:b, s:s, s:o, s:o}, s:{s:I, s:I, s:I, s:b, s:s, s:o, s:o}}",
                   "capacity_bytes",
                   "smallest", "trial", (json_int_t)1, "micro_batch", (json_int_t)8, "grad_accum",
                   (json_int_t)2, "checkpointing", 1, "device", "cpu", "parts", cpu, "share", json_object(),

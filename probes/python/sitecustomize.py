@@ -330,10 +330,27 @@ class _Probe(object):
         optimizer's state on the parameters' device, and the figures of
         the same step from memory() (not read again: the peaks were
         reset)."""
+        params, grads, state = self.param_tensors([opt])
+        if not params:
+            return
+        dev = params[0].device
+        cuda = dev.type == "cuda"
+        self.emit('{"ab":"mem","pid":%d,"rank":%d,"step":%d,"device":"%s","params":%d,'
+                  '"grads":%d,"optim":%d,"peak_alloc":%s,"peak_res":%s,"held":%s,"outside":%s}'
+                  % (self.pid, rank, self.steps, "cuda" if cuda else "cpu" if dev.type == "cpu"
+                     else "other", _storage_bytes(params, dev), _storage_bytes(grads, dev),
+                     _storage_bytes(state, dev), _num(alloc if cuda else None),
+                     _num(res if cuda else None), _num(held if cuda else None),
+                     _num(outside if cuda else None)))
+
+    def param_tensors(self, opts):
+        """The distinct parameters of the optimizers' param_groups and of
+        the outermost module, their gradients, and the tensors in the
+        optimizers' state (the "mem" lines count their storages)."""
         tensor = self.torch.Tensor
-        params, seen = [], set()
-        groups = getattr(opt, "param_groups", None) or []
-        sources = [p for g in groups for p in (g.get("params") or [])]
+        params, seen, state = [], set(), []
+        sources = [p for o in opts for g in (getattr(o, "param_groups", None) or [])
+                   for p in (g.get("params") or [])]
         if self.model is not None:
             try:
                 sources.extend(self.model.parameters())
@@ -343,25 +360,15 @@ class _Probe(object):
             if isinstance(p, tensor) and id(p) not in seen:
                 seen.add(id(p))
                 params.append(p)
-        if not params:
-            return
-        dev = params[0].device
         grads = [p.grad for p in params if getattr(p, "grad", None) is not None]
-        state = []
-        try:
-            for st in opt.state.values():
-                if isinstance(st, dict):
-                    state.extend(v for v in st.values() if isinstance(v, tensor))
-        except Exception:
-            pass
-        cuda = dev.type == "cuda"
-        self.emit('{"ab":"mem","pid":%d,"rank":%d,"step":%d,"device":"%s","params":%d,'
-                  '"grads":%d,"optim":%d,"peak_alloc":%s,"peak_res":%s,"held":%s,"outside":%s}'
-                  % (self.pid, rank, self.steps, "cuda" if cuda else "cpu" if dev.type == "cpu"
-                     else "other", _storage_bytes(params, dev), _storage_bytes(grads, dev),
-                     _storage_bytes(state, dev), _num(alloc if cuda else None),
-                     _num(res if cuda else None), _num(held if cuda else None),
-                     _num(outside if cuda else None)))
+        for o in opts:
+            try:
+                for st in o.state.values():
+                    if isinstance(st, dict):
+                        state.extend(v for v in st.values() if isinstance(v, tensor))
+            except Exception:
+                pass
+        return params, grads, state
 
     def note_optimizer(self, opt):
         """Remember an optimizer (weakly; a few at most), for the failure
@@ -383,33 +390,12 @@ class _Probe(object):
         steps = self.steps if os.getpid() == self.pid else 0
         if steps >= 2:
             return   # its second step's line says it
-        tensor = self.torch.Tensor
         opts = [o for o in (r() for r in self.optims) if o is not None]
-        params, seen = [], set()
-        sources = [p for o in opts for g in (getattr(o, "param_groups", None) or [])
-                   for p in (g.get("params") or [])]
-        if self.model is not None:
-            try:
-                sources.extend(self.model.parameters())
-            except Exception:
-                pass
-        for p in sources:
-            if isinstance(p, tensor) and id(p) not in seen:
-                seen.add(id(p))
-                params.append(p)
+        params, grads, state = self.param_tensors(opts)
         if not params:
             return
         dev = params[0].device
         cuda = dev.type == "cuda"
-        grads = [p.grad for p in params if getattr(p, "grad", None) is not None]
-        state = []
-        for o in opts:
-            try:
-                for st in o.state.values():
-                    if isinstance(st, dict):
-                        state.extend(v for v in st.values() if isinstance(v, tensor))
-            except Exception:
-                pass
         want = sum(_tensor_bytes(p, cuda) for p in params
                    if p.device == dev and getattr(p, "requires_grad", False))
         names, expected = _optim_expected(self.torch, opts, dev)

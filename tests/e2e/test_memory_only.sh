@@ -102,6 +102,15 @@ assert_eq 0 "$(jqr '[.trials[] | select(.outcome == "fit" and .samples_per_s == 
 assert_eq 80 "$(jqr '.max_fit[0].micro_batch' "$WORK/f.json")" "--full-trials: largest fit"
 pass "--full-trials: every fit measured ($(jqr '.trials | length' "$WORK/f.json") trials)"
 
+# --- a warm start with --replay says that the replay records nothing
+"${GPU[@]}" "$AUTOBATCH" --no-replay --kill-grace 2s --batch 1:128 --steps 5 --warmup 2 --no-confirm \
+  -- "$PY" "$WORK/fake.py" >"$WORK/w1.out" 2>&1 || fail "warm 1: exit $? $(tail -3 "$WORK/w1.out")"
+"${GPU[@]}" "$AUTOBATCH" --replay --kill-grace 2s --batch 1:128 --steps 5 --warmup 2 --no-confirm \
+  -- "$PY" "$WORK/fake.py" >"$WORK/w2.out" 2>&1 || fail "warm 2: exit $? $(tail -3 "$WORK/w2.out")"
+grep -q "warm start: .*--replay records nothing for a cached boundary" "$WORK/w2.out" \
+  || fail "warm start with --replay: not said: $(grep 'warm start' "$WORK/w2.out")"
+pass "a warm start with --replay says the replay records nothing"
+
 assert_refused "--replay --no-replay" "keep one" "$WORK/trials.log" --replay --no-replay \
   --trial-memory-limit 1G -- bash -c "echo x >> $WORK/trials.log"
 

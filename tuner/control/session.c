@@ -392,7 +392,8 @@ enum session_status session_arm(struct session *s, const struct tune_view *v)
     res->cache_file = s->cached && s->ck.path[0] ? s->ck.path : NULL;
     if (s->cached)
         tune_view_say(v, TUNE_NOTE, "warm start: confirming the boundaries cached from the last "
-                                    "run (--no-cache to search afresh)");
+                                    "run (--no-cache to search afresh)%s",
+                      plan->replay ? "; --replay records nothing for a cached boundary" : "");
     const char *bad = session_replay(s);
     if (bad)
         return SESSION_FAIL(v, "%s", bad);

@@ -60,6 +60,10 @@ rounds=$(jq '[.trials[] | select(.shared) | .round] | unique | length' "$f")
 [ ! -s "$WORK/clash.log" ] || fail "n4: two steps on one GPU at once: $(cat "$WORK/clash.log")"
 gpus=$(awk '{print $4}' "$WORK/steps.log" | sort -u | grep -c .)
 [ "$gpus" -ge 2 ] || fail "n4: steps ran on $gpus GPU(s)"
+# the round notes name Slurm as the one that gives the GPUs, not a slot's placeholder
+grep -q "round 1: trial [0-9]* micro_batch=[0-9]* on the GPUs Slurm gives it" "$WORK/n4.out" \
+  || fail "n4: round notes: $(grep 'round 1' "$WORK/n4.out" | head -2)"
+grep -q "Slurm picks" "$WORK/n4.out" && fail "n4: a placeholder shown: $(grep 'Slurm picks' "$WORK/n4.out" | head -1)"
 nothing_left n4
 pass "n4: $want in $rounds rounds of job steps ($(jqr '.summary.trials' "$f") trials, $(jqr '.summary.cancelled' "$f") cancelled)"
 

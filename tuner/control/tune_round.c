@@ -174,7 +174,10 @@ int tune_round(struct tune_run *r, struct tune_job *jobs, size_t n, const size_t
         }
         started++;
         tune_event_start(r, &jobs[i]);
-        if (r->slots[i].devices[0])
+        if (r->slurm) /* the step's or task's GPUs are Slurm's to give (trials[].devices) */
+            tune_say(r, TUNE_NOTE, "round %ld: trial %ld micro_batch=%ld on the GPUs Slurm gives "
+                                   "it", round, jobs[i].id, micro[i]);
+        else if (r->slots[i].devices[0])
             tune_say(r, TUNE_NOTE, "round %ld: trial %ld micro_batch=%ld on GPU %s", round,
                      jobs[i].id, micro[i], r->slots[i].devices);
         else

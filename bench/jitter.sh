@@ -61,9 +61,21 @@ done
 
 work=$(mktemp -d /tmp/ab-jitter-XXXXXX)
 loaders=()
-cleanup() {
+# load_start N: N busy loops beside the runs; load_stop ends them.
+load_start() {
+  local _
+  for _ in $(seq "$1"); do
+    (while :; do :; done) &
+    loaders+=($!)
+  done
+}
+load_stop() {
   local p
   for p in "${loaders[@]}"; do kill "$p" 2>/dev/null || true; done
+  loaders=()
+}
+cleanup() {
+  load_stop
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -166,19 +178,13 @@ loads=(0)
 [ "$load" -gt 0 ] && loads+=("$load")
 : >"$work/rows"
 for l in "${loads[@]}"; do
-  if [ "$l" -gt 0 ]; then
-    for _ in $(seq "$l"); do
-      (while :; do :; done) &
-      loaders+=($!)
-    done
-  fi
+  load_start "$l"
   for r in $(seq "$runs"); do
     for i in "${!bins[@]}"; do
       demo "$i" "$l" "$r"
     done
   done
-  for p in "${loaders[@]}"; do kill "$p" 2>/dev/null || true; done
-  loaders=()
+  load_stop
 done
 
 # latency VERSION LOAD RUN: one demo run with the stamps-VERSION build; each
@@ -205,20 +211,14 @@ EOF
 lat_table=""
 if [ -n "${BENCH_LATENCY_OF:-}" ]; then
   for l in "${loads[@]}"; do
-    if [ "$l" -gt 0 ]; then
-      for _ in $(seq "$l"); do
-        (while :; do :; done) &
-        loaders+=($!)
-      done
-    fi
+    load_start "$l"
     : >"$work/lat-old-$l"
     : >"$work/lat-new-$l"
     for r in $(seq "$runs"); do
       latency old "$l" "$r"
       latency new "$l" "$r"
     done
-    for p in "${loaders[@]}"; do kill "$p" 2>/dev/null || true; done
-    loaders=()
+    load_stop
   done
   lat_table=$(
     echo "latency of a step line: autobatch's stamp less simtrain's clock (ms), old = $BENCH_LATENCY_OF, new = HEAD"

@@ -19,6 +19,12 @@ double choose_capacity(const struct gpu *g, const struct space *sp)
     return cap;
 }
 
+double choose_memory_limit(const struct gpu *g, const struct space *sp, double mem_limit)
+{
+    double cap = choose_capacity(g, sp);
+    return cap > 0 ? cap : mem_limit > 0 ? mem_limit : -1;
+}
+
 void choose_collect_cells(const struct space *sp, struct results *res)
 {
     for (size_t i = 0; i < sp->ncells; i++) {

@@ -45,6 +45,14 @@ struct gpu;
 double choose_capacity(const struct gpu *g, const struct space *sp);
 
 /**
+ * The memory that runs out: choose_capacity(), else the
+ * --trial-memory-limit (mem_limit bytes, 0 none).  Bytes, or -1 unknown.
+ * The results' capacity and the "batch is not the problem" stop both
+ * measure against it.
+ */
+double choose_memory_limit(const struct gpu *g, const struct space *sp, double mem_limit);
+
+/**
  * Append each cell's answer (boundary, skip reason, trials) and each
  * cell's contradictions to res, in cell order.  The contradictions added
  * are res->contra[n..res->ncontra), n being res->ncontra before the call:

@@ -461,7 +461,7 @@ int session_answer(struct session *s, const struct tune_run *run, const struct t
     /* The capacity the headroom rule used, and where it came from; under
      * --trial-memory-limit without one, the limit is the memory that runs
      * out (the rule did not measure against it: headroom_checked says so). */
-    res->capacity = cap > 0 ? cap : plan->trial_mem_limit > 0 ? (double)plan->trial_mem_limit : -1;
+    res->capacity = choose_memory_limit(&s->gpu, &s->space, (double)plan->trial_mem_limit);
     res->capacity_source = gpu_capacity(&s->gpu) > 0 ? (plan->emulate_bytes ? "emulated"
                                                         : s->gpu.cuda_total ? "cuda" : "nvml")
                          : cap > 0 ? "oom-message"

@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "control/choose.h"
 #include "control/setup.h"
 #include "control/tune_int.h"
 #include "output/events.h"
@@ -590,9 +591,7 @@ static int tune_beyond_capacity(struct tune_run *r, const struct trial_result *t
     if (tr->outcome != TRIAL_OOM || !m->device[0] || !m->failure || m->optim_expected < 0 ||
         results_any_fit(r->res))
         return 0;
-    double cap = gpu_capacity(r->gpu);
-    if (!(cap > 0) && r->plan->trial_mem_limit > 0)
-        cap = (double)r->plan->trial_mem_limit;
+    double cap = choose_memory_limit(r->gpu, r->space, (double)r->plan->trial_mem_limit);
     long long fixed = m->params + (m->grads_expected > m->grads ? m->grads_expected : m->grads) +
                       (m->optim_expected > m->optim ? m->optim_expected : m->optim);
     if (!(cap > 0) || (double)fixed <= cap)

@@ -97,7 +97,7 @@ pass "smallest fit (micro-batch $small_mb) and choice, shares of $cap bytes"
 "$AUTOBATCH" report "$WORK/m.json" --format markdown >"$WORK/r.md" || fail "report markdown"
 "$AUTOBATCH" report "$WORK/m.json" --format html >"$WORK/r.html" || fail "report html"
 "$AUTOBATCH" report "$WORK/m.json" --format junit >"$WORK/r.xml" || fail "report junit"
-grep -q '^- \*\*Memory:\*\* the choice (trial [0-9]*, micro-batch [0-9]*, CPU): parameters .* (0\.[0-9]*%), gradients' "$WORK/r.md" \
+grep -q '^- \*\*Memory:\*\* the choice\(, also the smallest fit\)\{0,1\} (trial [0-9]*, micro-batch [0-9]*, CPU): parameters .* (0\.[0-9]*%), gradients' "$WORK/r.md" \
   || fail "markdown: no memory line: $(grep -i memory "$WORK/r.md" | head -3)"
 grep -q 'the smallest fit (trial [0-9]*, micro-batch '"$small_mb" "$WORK/r.md" \
   || [ "$(jqr '.memory_breakdown.smallest.trial == .memory_breakdown.choice.trial' "$WORK/m.json")" = true ] \

@@ -33,6 +33,10 @@
  * or a micro-batch) and `config_fixed` (a config read from a fixed path).
  * Knobs `max_steps` and `output_dir` are not searched: they give trials
  * a step limit they never reach and a scratch output directory.
+ * `precision` is the framework's bf16 mixed precision (autocast), a
+ * boolean passed only when on: it changes numerics, so it is tried only
+ * under --allow precision, when micro_batch=1 fits nowhere without it
+ * (docs/knobs.md).
  *
  * Life cycle: struct preset p = PRESET_INIT; preset_load(&p, name_or_path,
  * ...) ; preset_set_knob(...) for --knob; use; preset_release(&p).
@@ -47,11 +51,12 @@
  * trial gets a step limit far above what it can run (so the trainer never
  * reaches its own end, with its save and evaluation) and a scratch output
  * directory of its own (so no trial resumes from another, and the user's
- * output directory is never written).
+ * output directory is never written).  KNOB_PRECISION (bf16 mixed
+ * precision) is passed only to the trials of a run that turned it on.
  */
 enum knob_id {
     KNOB_MICRO_BATCH, KNOB_GRAD_ACCUM, KNOB_CHECKPOINTING, KNOB_MAX_STEPS, KNOB_OUTPUT_DIR,
-    KNOB_COUNT
+    KNOB_PRECISION, KNOB_COUNT
 };
 
 enum knob_via {

@@ -8,7 +8,8 @@ synthetic data of variable lengths.  Torch and the standard library only.
 
 Knobs, Hugging Face TrainingArguments style (flags win over the config):
   --per_device_train_batch_size N   --gradient_accumulation_steps N
-  --gradient_checkpointing [true|false]   --max_steps N   --output_dir DIR
+  --gradient_checkpointing [true|false]   --bf16 [true|false] (autocast)
+  --max_steps N   --output_dir DIR
   --config FILE (or a positional *.json / *.yaml) with the same keys
 Also: --worst_case (every batch has the longest texts and mels),
 --worst_case_rank K (only rank K does), --report (append step records to
@@ -36,7 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from autobatch_report import Reporter  # noqa: E402
 
 KNOBS = ("per_device_train_batch_size", "gradient_accumulation_steps",
-         "gradient_checkpointing", "max_steps", "logging_steps", "learning_rate",
+         "gradient_checkpointing", "bf16", "max_steps", "logging_steps", "learning_rate",
          "d_model", "layers", "max_text_len", "max_mel_len", "n_mels", "seed")
 
 
@@ -74,6 +75,7 @@ def parse_args(argv):
     p.add_argument("--per_device_train_batch_size", type=int)
     p.add_argument("--gradient_accumulation_steps", type=int)
     p.add_argument("--gradient_checkpointing", type=str2bool, nargs="?", const=True)
+    p.add_argument("--bf16", type=str2bool, nargs="?", const=True)
     p.add_argument("--max_steps", type=int)
     p.add_argument("--logging_steps", type=int)
     p.add_argument("--learning_rate", type=float)
@@ -90,7 +92,7 @@ def parse_args(argv):
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     a = p.parse_args(argv)
     defaults = dict(per_device_train_batch_size=8, gradient_accumulation_steps=1,
-                    gradient_checkpointing=False, max_steps=100, logging_steps=1,
+                    gradient_checkpointing=False, bf16=False, max_steps=100, logging_steps=1,
                     learning_rate=3e-4, d_model=64, layers=2, max_text_len=32,
                     max_mel_len=160, n_mels=40, seed=0)
     path = a.config_flag or a.config_file
@@ -98,7 +100,7 @@ def parse_args(argv):
     for k in KNOBS:
         if getattr(a, k) is None:
             v = conf.get(k, defaults[k])
-            setattr(a, k, str2bool(v) if k == "gradient_checkpointing" else type(defaults[k])(v))
+            setattr(a, k, str2bool(v) if isinstance(defaults[k], bool) else type(defaults[k])(v))
     if a.per_device_train_batch_size < 1 or a.gradient_accumulation_steps < 1:
         p.error("batch size and accumulation must be at least 1")
     return a
@@ -220,7 +222,7 @@ def main(argv):
         print(f"***** Running training *****\n  Instantaneous batch size per device = "
               f"{a.per_device_train_batch_size}\n  Gradient Accumulation steps = "
               f"{a.gradient_accumulation_steps}\n  Gradient checkpointing = "
-              f"{a.gradient_checkpointing}\n  World size = {world}\n  Device = {device}\n"
+              f"{a.gradient_checkpointing}\n  bf16 autocast = {a.bf16}\n  World size = {world}\n  Device = {device}\n"
               f"  Total optimization steps = {a.max_steps}", flush=True)
     t0 = time.monotonic()
     if rank == 0:
@@ -233,8 +235,8 @@ def main(argv):
             # Without syncing gradients on all but the last micro-step, as HF does.
             last = micro == a.gradient_accumulation_steps - 1
             ctx = model.no_sync() if world > 1 and not last else _Null()
-            with ctx:
-                pred = model(tokens, text_mask, mels, mel_mask)
+            with ctx, torch.autocast(device.type, dtype=torch.bfloat16, enabled=a.bf16):
+                pred = model(tokens, text_mask, mels, mel_mask).float()
                 keep = (~mel_mask).unsqueeze(-1).float()
                 loss = (F.l1_loss(pred, mels, reduction="none") * keep).sum() / keep.sum() / a.n_mels
                 (loss / a.gradient_accumulation_steps).backward()

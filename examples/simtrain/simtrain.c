@@ -83,6 +83,8 @@ struct opts {
     long long optim_mem;
     long long act_mem;
     double ckpt_factor;
+    double bf16_factor;      /* activations x this with --bf16 true */
+    long bf16;               /* HF's --bf16: mixed precision on */
     long long_step;
     double long_factor;
     long print_max;
@@ -125,7 +127,7 @@ static struct opts O = {
              "gradient_checkpointing", "max_steps" },
     .frames_per_sample = 1000,
     .capacity = 24 * GIB, .model_mem = 2 * GIB, .optim_mem = 2 * GIB,
-    .act_mem = 256 * MIB, .ckpt_factor = 0.25, .long_factor = 1.5,
+    .act_mem = 256 * MIB, .ckpt_factor = 0.25, .bf16_factor = 0.5, .long_factor = 1.5,
     .step_overhead = 0.005, .sample_time = 0.0002, .ckpt_slowdown = 1.33,
     .pressure_slowdown = 0.25, .seed = 0, .logging_steps = 1,
     .num_examples = 10000, .nproc = 1, .oom_rank = -1,
@@ -155,6 +157,7 @@ static const struct opt_def opt_table[] = {
     { "batch-key", T_STR, offsetof(struct opts, key[KNOB_MICRO]) },
     { "batch-unit", T_UNIT, offsetof(struct opts, unit_frames) },
     { "capacity", T_SIZE, offsetof(struct opts, capacity) },
+    { "bf16-factor", T_DOUBLE, offsetof(struct opts, bf16_factor) },
     { "ckpt-factor", T_DOUBLE, offsetof(struct opts, ckpt_factor) },
     { "ckpt-key", T_STR, offsetof(struct opts, key[KNOB_CKPT]) },
     { "ckpt-slowdown", T_DOUBLE, offsetof(struct opts, ckpt_slowdown) },
@@ -935,9 +938,21 @@ static void parse_argv(int argc, char **argv, struct pending *pd)
                 continue;
             }
 
+            /* HF's --bf16 [BOOL]: mixed precision, activations x
+             * --bf16-factor (a bare --bf16 means true). */
+            if (nlen == 4 && !strncmp(name, "bf16", 4)) {
+                const char *v = eq ? eq + 1
+                              : (i + 1 < argc && parse_bool(argv[i + 1]) >= 0) ? argv[++i]
+                              : "true";
+                if (parse_bool(v) < 0)
+                    die_usage("argument --bf16: expected a boolean, got '%s'", v);
+                O.bf16 = parse_bool(v);
+                continue;
+            }
+
             /*
              * Any other --flag is an HF argument we do not model
-             * (--output_dir, --bf16, --report_to ...): skip it and its
+             * (--output_dir, --report_to ...): skip it and its
              * value, unless the next word is an option or a Hydra
              * override (`--bf16 datasets.batch_size=4` must not lose
              * the override).
@@ -1084,7 +1099,7 @@ static double length_factor(long step)
 static long long mem_act(long m, double lf)
 {
     double b = ceil((double)O.act_mem * (double)m * lf *
-                    (O.ckpt ? O.ckpt_factor : 1.0));
+                    (O.ckpt ? O.ckpt_factor : 1.0) * (O.bf16 ? O.bf16_factor : 1.0));
     if (b >= 4.0e18) /* far beyond any capacity; avoid overflow */
         return 4000000000000000000LL;
     return round_grain((long long)b);
@@ -1699,6 +1714,10 @@ static void print_startup(void)
         write_all(1, s, strlen(s));
         free(s);
     }
+    if (O.bf16) {
+        const char *w = "  Mixed precision = bf16\n";
+        write_all(1, w, strlen(w));
+    }
     if (O.ckpt) {
         const char *w = "`use_cache=True` is incompatible with gradient "
                         "checkpointing. Setting `use_cache=False`.\n";
@@ -2018,6 +2037,7 @@ static const char usage_text[] =
 "  --optim-mem SIZE                  optimizer state, at step 1's optimizer.step() (2G)\n"
 "  --act-mem SIZE                    activations per sample (256M)\n"
 "  --ckpt-factor F                   activations x F with checkpointing (0.25)\n"
+"  --bf16-factor F                   activations x F with HF's --bf16 true (0.5)\n"
 "  --long-step K                     optimizer step K holds the longest batch (0 = none)\n"
 "  --long-factor F                   its activations and compute x F (1.5)\n"
 "  --print-max                       print the largest micro-batch that survives\n"

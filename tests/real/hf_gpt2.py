@@ -4,6 +4,8 @@
 
     python hf_gpt2.py --per_device_train_batch_size B [--max_steps N]
                       [--n_layer L] [--n_embd E] [--seq_len T] [TrainingArguments...]
+    python hf_gpt2.py args.json    (the same keys in one JSON file, as the
+                                    HF example scripts take them)
 
 Flags through HfArgumentParser (the model's own dataclass and
 TrainingArguments), a GPT2LMHeadModel built from a GPT2Config with random
@@ -49,7 +51,10 @@ def main():
     p.set_defaults(max_steps=6, logging_steps=1,
                    save_strategy="no", report_to="none", use_cpu=True, dataloader_num_workers=0,
                    learning_rate=3e-4, seed=0)
-    m, args = p.parse_args_into_dataclasses(args=sys.argv[1:])
+    if len(sys.argv) == 2 and sys.argv[1].endswith(".json"):
+        m, args = p.parse_json_file(sys.argv[1])
+    else:
+        m, args = p.parse_args_into_dataclasses(args=sys.argv[1:])
     cfg = GPT2Config(n_layer=m.n_layer, n_embd=m.n_embd, n_head=m.n_head, vocab_size=m.vocab_size,
                      n_positions=m.seq_len)
     torch.manual_seed(0)

@@ -27,7 +27,7 @@ enum opt_kind { OPT_FLAG, OPT_STRING, OPT_COUNT, OPT_DURATION, OPT_RANGE };
 
 enum opt_id {
     O_BASELINE, O_BATCH, O_BUDGET, O_CHECKPOINTING, O_CONFIG, O_CONFIRM, O_NO_CONFIRM, O_FULL_TRIALS, O_DRY_RUN, O_EMULATE_GPU_MEMORY,
-    O_EMULATE_WITH, O_EVENTS,
+    O_EMULATE_WITH, O_EVENTS, O_ALLOW,
     O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_PARALLEL, O_GRAD_ACCUM, O_LAUNCHER,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
     O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_NO_REPLAY, O_SHOW_OUTPUT, O_SLURM_ARG, O_STEPS, O_KEEP_TRACES,
@@ -53,6 +53,7 @@ struct opt {
 
 /* Sorted by name. */
 static const struct opt cli_opts[] = {
+    { "allow", OPT_STRING, 0, O_ALLOW, T },
     { "baseline", OPT_STRING, 0, O_BASELINE, T },
     { "batch", OPT_RANGE, 0, O_BATCH, T },
     { "budget", OPT_DURATION, 0, O_BUDGET, T },
@@ -143,7 +144,10 @@ static const char cli_usage[] =
 "                        GPU with the probe they end once memory stops growing)\n"
 "  --grad-accum LIST     gradient-accumulation steps to try, e.g. 1,2,4,8\n"
 "                        (default: the command's or config's own value)\n"
-"  --checkpointing off|on|both  try activation checkpointing (default: leave it)\n"
+"  --checkpointing off|on|both  try activation checkpointing (default: leave it;\n"
+"                        turned on when micro_batch=1 fits nowhere without it)\n"
+"  --allow precision     when micro_batch=1 fits nowhere, may also turn on bf16\n"
+"                        mixed precision (it changes numerics: never without this)\n"
 "  --global-batch N      keep micro x grad-accum x world size = N\n"
 "  --world-size N        data-parallel ranks the command starts (default 1)\n"
 "  --headroom PCT        keep PCT percent of device memory free (default 0)\n"
@@ -434,6 +438,24 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_NO_CACHE: p->no_cache = 1; break;
     case O_NO_CONFIRM: p->no_confirm = 1; break;
     case O_FULL_TRIALS: p->full_trials = 1; break;
+    case O_ALLOW: {
+        char buf[256], *save = NULL;
+        if (strlen(arg) >= sizeof buf || !*arg)
+            return cli_bad("--allow '%s': a list of knobs that change numerics, e.g. precision",
+                           arg);
+        snprintf(buf, sizeof buf, "%s", arg);
+        for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (!strcmp(t, "precision"))
+                p->allow_precision = 1;
+            else if (!strcmp(t, "optim8bit"))
+                return cli_bad("--allow optim8bit: 8-bit optimizers are not tried yet (docs/knobs.md); "
+                               "drop it, or set --optim yourself");
+            else
+                return cli_bad("--allow '%s': '%s' is not a knob autobatch may turn on; use "
+                               "precision", arg, t);
+        }
+        break;
+    }
     case O_WORST_CASE:
         if (strcmp(arg, "off") && strcmp(arg, "auto") && strcmp(arg, "scan"))
             return cli_bad("--worst-case '%s': use off, auto or scan", arg);

@@ -31,7 +31,7 @@ int dry_run_print(struct session *s)
         if (c->state == CELL_SKIPPED)
             continue;
         struct inject_candidate cand = {
-            c->fixed_micro > 0 ? c->fixed_micro : plan->batch_min, c->grad_accum, c->checkpointing,
+            c->fixed_micro > 0 ? c->fixed_micro : plan->batch_min, c->grad_accum, c->checkpointing, 0,
         };
         char wd[4200], err[512];
         snprintf(wd, sizeof wd, "%s/dry-run-%zu", dir, i);

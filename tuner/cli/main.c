@@ -137,7 +137,10 @@ int main(int argc, char **argv)
     /* The trials. */
     struct tune_run run = session_tune(&s, &view);
     run.interrupt = &ab_interrupted;
-    if (tune_loop(&run)) {
+    int looped = tune_loop(&run), more;
+    while (!looped && (more = session_escalate(&s, &run, &view)) != 0)
+        looped = more < 0 || tune_loop(&run);
+    if (looped) {
         session_close(&s);
         json_decref(baseline);
         return AB_EXIT_USAGE;
@@ -150,7 +153,8 @@ int main(int argc, char **argv)
     struct results *res = &s.res;
     if (res->best >= 0 && status == AB_EXIT_OK) {
         const struct results_trial *b = &res->trials[res->best];
-        struct inject_candidate best = { b->micro_batch, b->grad_accum, b->checkpointing };
+        struct inject_candidate best = { b->micro_batch, b->grad_accum, b->checkpointing,
+                                         b->precision };
         struct writeback_out wo = { ab_writeback_line, say };
         if (writeback_choice(&plan, &s.setup, &s.ctx, &best, res, &wo))
             status = res->exit_status = AB_EXIT_USAGE;

@@ -27,6 +27,10 @@ double choose_memory_limit(const struct gpu *g, const struct space *sp, double m
 
 void choose_collect_cells(const struct space *sp, struct results *res)
 {
+    /* The space is the last one searched (session_escalate starts a new
+     * one for each knob it turns on): its trials are those of its
+     * precision. */
+    int prec = res->ntrials ? res->trials[res->ntrials - 1].precision : 0;
     for (size_t i = 0; i < sp->ncells; i++) {
         const struct cell *c = &sp->cells[i];
         /* The cell's trials as the results list them: the confirmation
@@ -34,7 +38,8 @@ void choose_collect_cells(const struct space *sp, struct results *res)
         long own = 0;
         for (size_t k = 0; k < res->ntrials; k++)
             own += res->trials[k].grad_accum == c->grad_accum &&
-                   res->trials[k].checkpointing == c->checkpointing;
+                   res->trials[k].checkpointing == c->checkpointing &&
+                   res->trials[k].precision == prec;
         long mf = search_max_fit(&c->search);
         struct results_cell rc = {
             .grad_accum = c->grad_accum, .checkpointing = c->checkpointing, .max_fit = mf,

@@ -23,6 +23,7 @@
 #include "control/choose.h"
 #include "control/devices.h"
 #include "output/events.h"
+#include "output/report.h"
 #include "trial/leftovers.h"
 #include "trial/proctree.h"
 #include "trial/slurm.h"
@@ -82,7 +83,7 @@ static int session_build_first(struct session *s, char *err, size_t errlen)
 {
     const struct cell *c = &s->space.cells[0];
     struct inject_candidate c0 = {
-        c->fixed_micro > 0 ? c->fixed_micro : s->plan->batch_min, c->grad_accum, c->checkpointing,
+        c->fixed_micro > 0 ? c->fixed_micro : s->plan->batch_min, c->grad_accum, c->checkpointing, 0,
     };
     struct inject_trial t = INJECT_TRIAL_INIT;
     char wd0[4200];
@@ -207,6 +208,7 @@ static int session_results(struct session *s)
     }
     res->ckpt_off = s->so.ckpt_off;
     res->ckpt_on = s->so.ckpt_on;
+    res->allow_precision = plan->allow_precision;
     res->settings = (struct results_settings){
         .known = 1, .steps = plan->steps, .warmup = plan->warmup, .confirm = !plan->no_confirm,
         .confirm_steps = plan->confirm_steps, .confirm_s = plan->confirm_s,
@@ -419,6 +421,99 @@ struct tune_run session_tune(struct session *s, const struct tune_view *view)
     return run;
 }
 
+/* Turn one knob on and start a new space (session_escalate). */
+static int session_turn_on(struct session *s, struct tune_run *run, const char *knob,
+                           const char *why, const struct tune_view *v)
+{
+    struct results *res = &s->res;
+    char err[256];
+    struct results_turned *t = &res->turned_on[res->nturned_on++];
+    t->knob = knob;
+    snprintf(t->why, sizeof t->why, "%s", why);
+    tune_view_say(v, TUNE_NOTE, "%s; searching again with %s on", why,
+                  !strcmp(knob, "precision") ? "bf16 mixed precision (--allow precision)"
+                                             : "activation checkpointing");
+    /* The replay's recordings belong to the space they guided. */
+    if (s->replay) {
+        guide_release(&s->guide);
+        s->replay = run->replay = run->replay_cpu = 0;
+    }
+    space_release(&s->space);
+    s->have_space = 0;
+    if (space_init(&s->space, &s->so, err, sizeof err)) {
+        tune_view_say(v, TUNE_ERROR, "%s", err);
+        return -1;
+    }
+    s->have_space = 1;
+    for (size_t i = 0; i < s->space.ncells; i++)
+        s->space.cells[i].search.open_mid = gpu_capacity(&s->gpu) <= 0;
+    return 1;
+}
+
+int session_escalate(struct session *s, struct tune_run *run, const struct tune_view *v)
+{
+    const struct plan *plan = s->plan;
+    struct results *res = &s->res;
+    struct results_turned *last = res->nturned_on ? &res->turned_on[res->nturned_on - 1] : NULL;
+    if (run->status || (run->interrupt && *run->interrupt))
+        return 0;
+    if (last && (run->crashed || run->no_steps) && !results_any_fit(res)) {
+        /* The knob broke the command (a flag it does not take): the
+         * answer is the search before it, where nothing fitted. */
+        last->outcome = "command failed";
+        tune_view_say(v, TUNE_NOTE, "turning %s on made the command fail, not run out of memory "
+                                    "(see the trial's output): it may not reach this trainer; "
+                                    "micro_batch=%ld fits nowhere without it", last->knob,
+                      plan->batch_min);
+        run->crashed = run->no_steps = 0;
+        return 0;
+    }
+    if (last)
+        last->outcome = results_any_fit(res) ? "fits" : "nothing fits";
+    if (run->crashed || run->no_steps || run->budget_hit || run->timeouts ||
+        results_any_fit(res) || !res->ntrials)
+        return 0;
+    /* Weights, gradients and optimizer state alone above the capacity:
+     * checkpointing and bf16 autocast (which keeps fp32 weights and
+     * optimizer state) save activations only. */
+    struct results_nofit f;
+    res->capacity = choose_memory_limit(&s->gpu, &s->space, (double)plan->trial_mem_limit);
+    if (results_nofit_split(res, &f) && f.exceeds == 1)
+        return 0;
+    const struct preset *p = &s->setup.preset;
+    /* Said with the failure's breakdown when the probe gave one. */
+    char why[512];
+    json_t *fj = results_nofit_json(res);
+    char *what = NULL, *next = NULL;
+    report_nofit_text(fj, &what, &next);
+    json_decref(fj);
+    const char *parts = what && strstr(what, ": ") ? strstr(what, ": ") + 2 : what;
+    snprintf(why, sizeof why, "micro_batch=%ld fits in no cell with %s%s%s%s", plan->batch_min,
+             s->ctx.set_checkpointing || s->ctx.set_precision ? "what is on"
+                                                              : "the command's own settings",
+             parts ? " (" : "", parts ? parts : "", parts ? ")" : "");
+    free(what);
+    free(next);
+    if (s->setup.ckpt_spare && !s->ctx.set_checkpointing) {
+        s->ctx.set_checkpointing = 1;
+        s->so.ckpt_off = 0;
+        s->so.ckpt_on = s->so.ckpt_forced = 1;
+        res->ckpt_on = 1;
+        return session_turn_on(s, run, "checkpointing", why, v);
+    }
+    if (plan->allow_precision && !s->ctx.set_precision) {
+        s->ctx.set_precision = 1;
+        return session_turn_on(s, run, "precision", why, v);
+    }
+    if (!plan->allow_precision && p->knobs[KNOB_PRECISION].via != VIA_NONE)
+        tune_view_say(v, TUNE_NOTE, "%s; --allow precision would let autobatch try bf16 mixed "
+                                    "precision (%s %s), which changes numerics", why,
+                      p->knobs[KNOB_PRECISION].where, p->knobs[KNOB_PRECISION].spell_true
+                                                          ? p->knobs[KNOB_PRECISION].spell_true
+                                                          : "true");
+    return 0;
+}
+
 /* The exit status of a run whose loop ended without an error of its
  * own, from what the loop saw and what was chosen. */
 static int session_exit(const struct session *s, const struct tune_run *run)
@@ -491,7 +586,8 @@ int session_answer(struct session *s, const struct tune_run *run, const struct t
     res->wall_s = mono_now() - run->t0;
     res->exit_status = status;
     res->interrupted = status == AB_EXIT_INTERRUPTED;
-    if (status == AB_EXIT_OK && !plan->no_cache) {
+    /* The cache keeps boundaries of the command's own settings only. */
+    if (status == AB_EXIT_OK && !plan->no_cache && !res->nturned_on) {
         const struct results_trial *b = res->best >= 0 ? &res->trials[res->best] : NULL;
         cache_save(&s->ck, &s->space, b ? b->grad_accum : 0, b ? b->checkpointing : 0,
                    b ? b->micro_batch : -1);

@@ -95,6 +95,20 @@ enum session_status session_arm(struct session *s, const struct tune_view *view)
 struct tune_run session_tune(struct session *s, const struct tune_view *view);
 
 /**
+ * After tune_loop, when nothing fitted (micro_batch=1 in no cell) and the
+ * memory that does not fit is not the weights' and optimizer's alone:
+ * turn the next knob on, in order of cost, and start a new space for the
+ * caller to search again with tune_loop.  Checkpointing first, when it
+ * was not asked about and the preset places it (it changes no numerics);
+ * then bf16 mixed precision, under --allow precision only.  Each is said
+ * (a note) and recorded in the results ("knobs.turned_on"); the trials so
+ * far stay in the results.  Returns 1 (search again), 0 (nothing more to
+ * turn on; without --allow precision a note says what it would try), or
+ * -1 (out of memory, said).
+ */
+int session_escalate(struct session *s, struct tune_run *run, const struct tune_view *v);
+
+/**
  * After tune_loop: the replay guide's findings into the results, each
  * cell's boundary collected, the choice made (res.best, res.runner_up;
  * notes for contradictions re-tested and an unchecked --headroom), the

@@ -221,6 +221,13 @@ static int setup_check_knobs(const struct plan *plan, const struct setup *s, cha
                    "--knob checkpointing=WHERE", p->name);
         return -1;
     }
+    if (plan->allow_precision && p->knobs[KNOB_PRECISION].via == VIA_NONE) {
+        errbuf_set(err, errlen,
+                   "--allow precision: preset '%s' has no place for mixed precision, so the "
+                   "trainer would never see it; drop --allow precision or say where it lives "
+                   "with --knob precision=WHERE (e.g. --knob precision=--bf16)", p->name);
+        return -1;
+    }
     struct trainlog_rules rules = setup_log_rules(p);
     struct trainlog tl;
     char e[256];
@@ -358,6 +365,19 @@ int setup_load(struct setup *s, struct plan *plan, char *err, size_t errlen)
                        preset_knob_name(rf->knob), rf->key, rf->value, rf->why);
             return -1;
         }
+    }
+    /* Checkpointing not asked about: the run may turn it on when
+     * micro_batch=1 fits nowhere without it (session_escalate), where the
+     * preset places it and no refusal holds. */
+    const struct preset_knob *ck = &s->preset.knobs[KNOB_CHECKPOINTING];
+    s->ckpt_spare = !plan->checkpointing_searched && ck->via != VIA_NONE &&
+                    (ck->via != VIA_ACCELERATE || s->have_accel);
+    for (size_t i = 0; s->ckpt_spare && i < s->preset.nrefuse; i++) {
+        const struct preset_refusal *rf = &s->preset.refuse[i];
+        char *v = rf->knob == KNOB_CHECKPOINTING ? setup_setting(s, plan->command, rf->key) : NULL;
+        if (v && !strcmp(v, rf->value))
+            s->ckpt_spare = 0;
+        free(v);
     }
     return setup_check_knobs(plan, s, err, errlen);
 }

@@ -43,6 +43,7 @@ struct setup {
     long grad_accum;           /**< the command's own accumulation, else 1 */
     const char *unit;          /**< the batch knob's unit */
     char unit_buf[32];         /**< the unit, when the preset reads it from a setting */
+    int ckpt_spare;            /**< checkpointing not searched, but the preset places it */
     int auto_picked;           /**< --preset auto chose preset.name */
     char auto_why[512];        /**< ... on this evidence */
 };

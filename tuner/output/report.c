@@ -722,6 +722,8 @@ static const char *nofit_suggestion(const char *id, const char *cls)
 {
     if (!strcmp(id, "mixed_precision"))
         return "mixed precision or bf16 weights";
+    if (!strcmp(id, "bf16_weights")) /* bf16 autocast was tried and did not do it */
+        return "bf16 weights";
     if (!strcmp(id, "8bit_optimizer"))
         return cls && (!strcmp(cls, "AdamW") || !strcmp(cls, "Adam")) ? "an 8-bit Adam (bitsandbytes)"
                                                                       : "an 8-bit optimizer";

@@ -247,10 +247,11 @@ static json_t *str_or_null(const char *s)
 
 static json_t *results_point(const struct results_trial *t)
 {
-    return json_pack("{s:I, s:I, s:b, s:o, s:o}",
+    return json_pack("{s:I, s:I, s:b, s:s, s:o, s:o}",
                      "micro_batch", (json_int_t)t->micro_batch,
                      "grad_accum", (json_int_t)t->grad_accum,
                      "checkpointing", t->checkpointing,
+                     "precision", t->precision ? "bf16" : "unchanged",
                      "samples_per_s", num_or_null(t->samples_per_s),
                      "peak_mem_bytes", int_or_null(t->peak_mem_bytes));
 }
@@ -385,6 +386,7 @@ json_t *results_trial_json(const struct results_trial *t)
         json_object_set_new(o, "shared", json_true());
     if (t->memory_only)
         json_object_set_new(o, "memory_only", json_true());
+    json_object_set_new(o, "precision", json_string(t->precision ? "bf16" : "unchanged"));
     json_object_set_new(o, "steps_from", str_or_null(t->steps_from));
     if (t->probe_processes > 0) {
         json_t *pr = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o}",
@@ -580,14 +582,16 @@ int results_nofit_split(const struct results *r, struct results_nofit *f)
     f->total = f->params + f->grads + (f->optim >= 0 ? f->optim : f->optim_now);
     f->capacity = r->capacity > 0 ? (long long)r->capacity : -1;
     f->exceeds = f->capacity > 0 ? f->total > f->capacity : -1;
-    for (size_t i = 0; i < r->ntrials; i++)
+    for (size_t i = 0; i < r->ntrials; i++) {
         f->ckpt_tried |= r->trials[i].checkpointing;
+        f->prec_tried |= r->trials[i].precision;
+    }
     /* Checkpointing saves activations only: worth a try when the rest
      * leaves room for some, and not tried yet. */
     int n = 0;
     if (f->exceeds != 1 && !f->ckpt_tried)
         f->suggest[n++] = "checkpointing";
-    f->suggest[n++] = "mixed_precision";
+    f->suggest[n++] = f->prec_tried ? "bf16_weights" : "mixed_precision";
     if (f->optim != 0)
         f->suggest[n++] = "8bit_optimizer";
     f->suggest[n++] = "sharding";
@@ -616,6 +620,8 @@ json_t *results_nofit_json(const struct results *r)
                           "capacity_bytes", int_or_null(f.capacity),
                           "exceeds_capacity", f.exceeds < 0 ? json_null() : json_boolean(f.exceeds),
                           "checkpointing_tried", f.ckpt_tried, "suggestions");
+    if (o)
+        json_object_set_new(o, "precision_tried", json_boolean(f.prec_tried));
     if (o)
         json_object_set_new(o, "batch_min", r->batch_min > 0 ? json_integer(r->batch_min) : json_null());
     json_t *sug = o ? json_object_get(o, "suggestions") : NULL;
@@ -668,7 +674,7 @@ int results_any_fit(const struct results *r)
 int results_same_config(const struct results_trial *a, const struct results_trial *b)
 {
     return a->micro_batch == b->micro_batch && a->grad_accum == b->grad_accum &&
-           a->checkpointing == b->checkpointing;
+           a->checkpointing == b->checkpointing && a->precision == b->precision;
 }
 
 double results_speed(const struct results *r, const struct results_trial *t)
@@ -714,6 +720,20 @@ static json_t *results_choice(const struct results *r)
                      "spread", spread >= 0 ? json_real(spread) : json_null(),
                      "within_spread", margin > -2 && spread >= 0 ? json_boolean(margin <= spread)
                                                                  : json_null());
+}
+
+/* "knobs": what the run may turn on that changes numerics, and what it
+ * turned on because micro_batch=1 fitted nowhere without it. */
+static json_t *results_knobs_json(const struct results *r)
+{
+    json_t *allowed = json_array(), *on = json_array();
+    if (r->allow_precision)
+        json_array_append_new(allowed, json_string("precision"));
+    for (int i = 0; i < r->nturned_on; i++)
+        json_array_append_new(on, json_pack("{s:s, s:s, s:s?}", "knob", r->turned_on[i].knob,
+                                            "why", r->turned_on[i].why, "outcome",
+                                            r->turned_on[i].outcome));
+    return json_pack("{s:o, s:o}", "allowed", allowed, "turned_on", on);
 }
 
 json_t *results_to_json(const struct results *r)
@@ -833,6 +853,7 @@ json_t *results_to_json(const struct results *r)
         json_object_set_new(doc, "capacity", results_capacity_json(r));
         json_object_set_new(doc, "memory_breakdown", results_mem_top_json(r));
         json_object_set_new(doc, "warm_start", results_warm_json(r));
+        json_object_set_new(doc, "knobs", results_knobs_json(r));
         json_object_set_new(doc, "settings", results_settings_json(&r->settings));
     }
     return doc;

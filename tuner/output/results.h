@@ -51,6 +51,7 @@ struct results_trial {
     long round;             /**< --gpus: the round it ran in; 0: trials ran one at a time */
     char devices[128];      /**< --gpus / Slurm: the CUDA_VISIBLE_DEVICES it got, or "" */
     int shared;             /**< it ran beside other trials: its speed is not kept */
+    int precision;          /**< bf16 mixed precision turned on (--allow precision) */
     int memory_only;        /**< a boundary trial that ended at the probe's second
                                  optimizer step: memory only, no speed */
     /* What the model itself got, from the probe (results_trial_seen()); 0: null. */
@@ -157,6 +158,17 @@ struct results {
     long slots;              /**< trials run side by side (--gpus); 1 otherwise */
     long rounds;             /**< rounds of side-by-side trials; 0 without --gpus */
     long cancelled;          /**< side-by-side trials cancelled as pointless */
+    /** Knobs beyond the batch ("knobs" in the results): which of those
+     *  that change numerics the user allowed (--allow), and which the run
+     *  turned on because micro_batch=1 fitted nowhere without them, in
+     *  order, each with why (session_escalate). */
+    int allow_precision;
+    struct results_turned {
+        const char *knob;
+        char why[512];
+        const char *outcome; /**< "fits", "nothing fits", "command failed" */
+    } turned_on[2];
+    int nturned_on;
     int warm_start;          /**< the search started from the cache's boundaries */
     const char *cache_key;   /**< the warm start's cache entry (16 hex digits), or NULL */
     const char *cache_file;  /**< ... and its file, or NULL */
@@ -265,6 +277,7 @@ struct results_nofit {
     long long capacity;     /**< the run's capacity; -1 unknown */
     int exceeds;            /**< total > capacity: 1, 0, -1 unknown */
     int ckpt_tried;         /**< a trial ran with checkpointing on */
+    int prec_tried;         /**< a trial ran with bf16 mixed precision on */
     const char *suggest[4]; /**< what to try next, in order: "checkpointing",
                                  "mixed_precision", "8bit_optimizer", "sharding" */
     int nsuggest;

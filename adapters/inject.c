@@ -116,13 +116,16 @@ void inject_knob_text(const struct inject_ctx *ctx, const struct preset_knob *k,
     }
     case KNOB_CHECKPOINTING:
     case KNOB_PRECISION:
+    case KNOB_OPTIM8BIT:
     case KNOB_COUNT: {
         /* In a file the editor keeps the file's own spelling; on the
          * command line and in the environment the preset's applies. */
         int in_file = k->via == VIA_CONFIG || k->via == VIA_ACCELERATE;
         const char *t = !in_file && k->spell_true ? k->spell_true : "true";
         const char *f = !in_file && k->spell_false ? k->spell_false : "false";
-        snprintf(buf, len, "%s", (id == KNOB_PRECISION ? c->precision : c->checkpointing) ? t : f);
+        int on = id == KNOB_PRECISION ? c->precision
+               : id == KNOB_OPTIM8BIT ? c->optim8bit : c->checkpointing;
+        snprintf(buf, len, "%s", on ? t : f);
         break;
     }
     }
@@ -152,6 +155,8 @@ static int inject_wanted(const struct inject_ctx *ctx, int id)
         return ctx->output_dir != NULL;
     if (id == KNOB_PRECISION)
         return ctx->set_precision;
+    if (id == KNOB_OPTIM8BIT)
+        return ctx->set_optim8bit;
     return id != KNOB_CHECKPOINTING || ctx->set_checkpointing;
 }
 
@@ -394,7 +399,8 @@ int inject_build(const struct inject_ctx *ctx, char *const *cmd, char *const *en
         strvec_pushf(&t->env, "AUTOBATCH_GRAD_ACCUM=%ld", c->grad_accum) ||
         strvec_pushf(&t->env, "AUTOBATCH_CHECKPOINTING=%d", c->checkpointing ? 1 : 0) ||
         strvec_pushf(&t->env, "AUTOBATCH_MAX_STEPS=%ld", ctx->max_steps) ||
-        (ctx->set_precision && c->precision && strvec_push(&t->env, "AUTOBATCH_PRECISION=bf16")))
+        (ctx->set_precision && c->precision && strvec_push(&t->env, "AUTOBATCH_PRECISION=bf16")) ||
+        (ctx->set_optim8bit && c->optim8bit && strvec_push(&t->env, "AUTOBATCH_OPTIM8BIT=1")))
         goto fail;
     if (ctx->report_path && strvec_pushf(&t->env, "AUTOBATCH_REPORT=%s", ctx->report_path))
         goto fail;

@@ -51,12 +51,14 @@ struct inject_candidate {
     long grad_accum;
     int checkpointing;
     int precision;           /**< bf16 mixed precision on (passed only with set_precision) */
+    int optim8bit;           /**< an 8-bit optimizer (passed only with set_optim8bit) */
 };
 
 struct inject_ctx {
     const struct preset *preset;
     int set_checkpointing;   /**< checkpointing is searched: pass it on */
     int set_precision;       /**< the precision knob is on for these trials: pass it */
+    int set_optim8bit;       /**< the optim8bit knob is on for these trials: pass it */
     long max_steps;          /**< warm-up + measured steps (AUTOBATCH_MAX_STEPS) */
     long step_limit;         /**< the max_steps knob: far above what a trial runs */
     const char *output_dir;  /**< the trial's scratch directory (output_dir knob), or NULL */

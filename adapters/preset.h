@@ -36,7 +36,8 @@
  * `precision` is the framework's bf16 mixed precision (autocast), a
  * boolean passed only when on: it changes numerics, so it is tried only
  * under --allow precision, when micro_batch=1 fits nowhere without it
- * (docs/knobs.md).
+ * (docs/knobs.md).  `optim8bit` likewise: an 8-bit optimizer (HF's
+ * --optim adamw_bnb_8bit), under --allow optim8bit.
  *
  * Life cycle: struct preset p = PRESET_INIT; preset_load(&p, name_or_path,
  * ...) ; preset_set_knob(...) for --knob; use; preset_release(&p).
@@ -52,11 +53,12 @@
  * reaches its own end, with its save and evaluation) and a scratch output
  * directory of its own (so no trial resumes from another, and the user's
  * output directory is never written).  KNOB_PRECISION (bf16 mixed
- * precision) is passed only to the trials of a run that turned it on.
+ * precision) and KNOB_OPTIM8BIT (an 8-bit optimizer) are passed only to
+ * the trials of a run that turned them on.
  */
 enum knob_id {
     KNOB_MICRO_BATCH, KNOB_GRAD_ACCUM, KNOB_CHECKPOINTING, KNOB_MAX_STEPS, KNOB_OUTPUT_DIR,
-    KNOB_PRECISION, KNOB_COUNT
+    KNOB_PRECISION, KNOB_OPTIM8BIT, KNOB_COUNT
 };
 
 enum knob_via {

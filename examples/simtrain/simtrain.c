@@ -85,6 +85,7 @@ struct opts {
     double ckpt_factor;
     double bf16_factor;      /* activations x this with --bf16 true */
     long bf16;               /* HF's --bf16: mixed precision on */
+    long optim8bit;          /* HF's --optim names an 8-bit optimizer: state x 1/4 */
     long long_step;
     double long_factor;
     long print_max;
@@ -950,6 +951,16 @@ static void parse_argv(int argc, char **argv, struct pending *pd)
                 continue;
             }
 
+            /* HF's --optim NAME: an 8-bit one (adamw_bnb_8bit, ...)
+             * keeps a quarter of the optimizer state. */
+            if (nlen == 5 && !strncmp(name, "optim", 5)) {
+                const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+                if (!v)
+                    die_usage("argument --optim: expected one argument");
+                O.optim8bit = strstr(v, "8bit") != NULL;
+                continue;
+            }
+
             /*
              * Any other --flag is an HF argument we do not model
              * (--output_dir, --report_to ...): skip it and its
@@ -1087,7 +1098,10 @@ static long long round_grain(long long b)
 }
 
 static long long mem_model(void) { return round_grain(O.model_mem); }
-static long long mem_optim(void) { return round_grain(O.optim_mem); }
+static long long mem_optim(void)
+{
+    return round_grain(O.optim8bit ? O.optim_mem / 4 : O.optim_mem);
+}
 
 /* Length factor of optimizer step `step`: the long batch, or 1. */
 static double length_factor(long step)
@@ -1718,6 +1732,10 @@ static void print_startup(void)
         const char *w = "  Mixed precision = bf16\n";
         write_all(1, w, strlen(w));
     }
+    if (O.optim8bit) {
+        const char *w = "  Optimizer = 8-bit (a quarter of the state)\n";
+        write_all(1, w, strlen(w));
+    }
     if (O.ckpt) {
         const char *w = "`use_cache=True` is incompatible with gradient "
                         "checkpointing. Setting `use_cache=False`.\n";
@@ -2038,6 +2056,8 @@ static const char usage_text[] =
 "  --act-mem SIZE                    activations per sample (256M)\n"
 "  --ckpt-factor F                   activations x F with checkpointing (0.25)\n"
 "  --bf16-factor F                   activations x F with HF's --bf16 true (0.5)\n"
+"                                    (HF's --optim NAME with 8bit in NAME keeps a\n"
+"                                    quarter of --optim-mem)\n"
 "  --long-step K                     optimizer step K holds the longest batch (0 = none)\n"
 "  --long-factor F                   its activations and compute x F (1.5)\n"
 "  --print-max                       print the largest micro-batch that survives\n"

@@ -6,7 +6,8 @@
 # the preset places it; numerics unchanged), then bf16 mixed precision,
 # only under --allow precision (it changes numerics).  simtrain (hf
 # preset flags, 24G device, 4G of weights and optimizer state) takes
-# HF's --bf16 and halves its activations; a wrapper logs every trial's
+# HF's --bf16 and halves its activations, and --optim adamw_bnb_8bit
+# keeps a quarter of the optimizer state; a wrapper logs every trial's
 # command line, so the test sees what reached the trainer.
 #   A  activations 24G a sample: batch 1 fits only with checkpointing
 #      (6G): the ladder turns it on, finds 3, and says to run with
@@ -17,6 +18,10 @@
 #      fits 1; the choice and run_with carry --bf16 true.
 #   D  --checkpointing off (the user's word): no ladder to checkpointing.
 #   F  a trainer that refuses --gradient_checkpointing: exit 3, said.
+#   G  weights + AdamW state beyond the device, --allow optim8bit, the
+#      command's python3 without bitsandbytes: skipped with one line.
+#   H  the same with a bitsandbytes to import: --optim adamw_bnb_8bit
+#      makes it fit (after checkpointing, which alone did not).
 #   E  bad input: --allow with a preset that cannot place precision, an
 #      unknown knob, optim8bit (not tried yet): exit 2 before any trial.
 source "$(dirname "$0")/lib.sh"
@@ -58,7 +63,7 @@ pass "A: checkpointing turned on, 3 fits, written as --gradient_checkpointing tr
 
 # B: nothing allowed fits; the note names what to allow next.
 run B 3 -- "$WORK/wrap.sh" "${SIM[@]}" --act-mem 100G
-grep -q '^autobatch: micro_batch=1 fits in no cell with what is on; --allow precision would let autobatch try bf16 mixed precision (--bf16 true), which changes numerics$' "$WORK/B.out" \
+grep -q '^autobatch: micro_batch=1 fits in no cell with what is on; --allow precision,optim8bit would let autobatch try bf16 mixed precision (--bf16 true) and an 8-bit optimizer (--optim adamw_bnb_8bit), which change numerics$' "$WORK/B.out" \
   || fail "B: no note: $(grep '^autobatch:' "$WORK/B.out" | tail -5)"
 if grep -q -- '--bf16' "$WORK/argv.log"; then fail "B: a trial got --bf16 without --allow precision"; fi
 assert_eq 0 "$(jqr '[.trials[] | select(.precision != "unchanged")] | length' "$WORK/B.json")" "B: bf16 trials"
@@ -103,6 +108,36 @@ assert_eq "command failed" "$(jqr '.knobs.turned_on[0].outcome' "$WORK/F.json")"
 assert_eq fits "$(jqr '.knobs.turned_on[0].outcome' "$WORK/A.json")" "A: outcome"
 pass "F: a knob the trainer refuses: exit 3, said"
 
+# G, H: an 8-bit optimizer (--allow optim8bit) for weights and AdamW's
+# state that do not fit (10G + 20G of a 24G device; 8-bit keeps 5G).
+# The command runs through python3, whose bitsandbytes decides.
+cat >"$WORK/run_sim.py" <<EOF
+import os, sys
+os.execv("$WORK/wrap.sh", ["wrap.sh"] + sys.argv[1:])
+EOF
+BIG=(--model-mem 10G --optim-mem 20G --act-mem 256M --output_dir "$WORK/out")
+run G 3 --allow optim8bit -- python3 "$WORK/run_sim.py" "${BIG[@]}"
+grep -q '^autobatch: --allow optim8bit: the command.s Python cannot import bitsandbytes, so 8-bit optimizers are skipped' "$WORK/G.out" \
+  || fail "G: no skip note: $(grep '^autobatch:' "$WORK/G.out" | head -3)"
+if grep -q -- 'adamw_bnb_8bit' "$WORK/argv.log"; then fail "G: a trial got --optim adamw_bnb_8bit without bitsandbytes"; fi
+assert_eq "optim8bit: the command's Python cannot import bitsandbytes" "$(jqr '.knobs.skipped' "$WORK/G.json")" "G: knobs.skipped"
+pass "G: --allow optim8bit without bitsandbytes: skipped with one line, exit 3"
+mkdir -p "$WORK/site/bitsandbytes" && : >"$WORK/site/bitsandbytes/__init__.py"
+PYTHONPATH="$WORK/site" run H 0 --allow optim8bit -- python3 "$WORK/run_sim.py" "${BIG[@]}"
+assert_eq true "$(jqr '.best.optim8bit' "$WORK/H.json")" "H: best optim8bit"
+assert_eq checkpointing,optim8bit "$(jqr '[.knobs.turned_on[].knob] | join(",")' "$WORK/H.json")" "H: turned on"
+assert_eq "nothing fits,fits" "$(jqr '[.knobs.turned_on[].outcome] | join(",")' "$WORK/H.json")" "H: outcomes"
+# Checkpointing did not do it alone; with the 8-bit optimizer both settings
+# are searched (the faster wins), each cell's trials all 8-bit.
+assert_eq "false,true" "$(jqr '[.max_fit[].checkpointing] | join(",")' "$WORK/H.json")" "H: cells"
+assert_eq 36 "$(jqr '.max_fit[] | select(.checkpointing == false) | .micro_batch' "$WORK/H.json")" "H: largest fit without checkpointing"
+ckpt_flag=()
+[ "$(jqr '.best.checkpointing' "$WORK/H.json")" = true ] && ckpt_flag=(--gradient_checkpointing true)
+grep -q '^autobatch: run with:.* --optim adamw_bnb_8bit' "$WORK/H.out" || fail "H: run with: $(grep 'run with' "$WORK/H.out")"
+"$SIMTRAIN" "${BIG[@]}" --per_device_train_batch_size "$(jqr '.best.micro_batch' "$WORK/H.json")" "${ckpt_flag[@]}" --optim adamw_bnb_8bit --max_steps 5 >"$WORK/H.fresh" 2>&1 \
+  || fail "H: a fresh run at the answer failed: $(tail -3 "$WORK/H.fresh")"
+pass "H: --allow optim8bit with bitsandbytes: $(jqr '.best.micro_batch' "$WORK/H.json") fits with adamw_bnb_8bit"
+
 # E: bad input, before any trial.
 : >"$WORK/argv.log"
 echo '{"per_device_train_batch_size": 8, "gradient_accumulation_steps": 1}' >"$WORK/train.json"
@@ -110,7 +145,7 @@ assert_refused "--allow with json preset" "--allow precision: preset 'json' has 
   "${COMMON[@]}" --preset json --config "$WORK/train.json" --allow precision -- "$WORK/wrap.sh" "$WORK/train.json"
 assert_refused "--allow bogus" "--allow 'bogus': 'bogus' is not a knob" "$WORK/argv.log" \
   "${COMMON[@]}" --allow bogus -- "$WORK/wrap.sh"
-assert_refused "--allow optim8bit" "--allow optim8bit: 8-bit optimizers are not tried yet" "$WORK/argv.log" \
-  "${COMMON[@]}" --allow precision,optim8bit -- "$WORK/wrap.sh"
+assert_refused "--allow optim8bit with json preset" "--allow optim8bit: preset 'json' has no place for the optimizer" "$WORK/argv.log" \
+  "${COMMON[@]}" --preset json --config "$WORK/train.json" --allow optim8bit -- "$WORK/wrap.sh" "$WORK/train.json"
 pass "E: bad --allow refused before any trial"
 assert_no_leftovers

@@ -146,8 +146,9 @@ static const char cli_usage[] =
 "                        (default: the command's or config's own value)\n"
 "  --checkpointing off|on|both  try activation checkpointing (default: leave it;\n"
 "                        turned on when micro_batch=1 fits nowhere without it)\n"
-"  --allow precision     when micro_batch=1 fits nowhere, may also turn on bf16\n"
-"                        mixed precision (it changes numerics: never without this)\n"
+"  --allow LIST          when micro_batch=1 fits nowhere, may also turn on these\n"
+"                        knobs, which change numerics (never without this):\n"
+"                        precision (bf16 mixed precision), optim8bit (8-bit AdamW)\n"
 "  --global-batch N      keep micro x grad-accum x world size = N\n"
 "  --world-size N        data-parallel ranks the command starts (default 1)\n"
 "  --headroom PCT        keep PCT percent of device memory free (default 0)\n"
@@ -448,11 +449,10 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
             if (!strcmp(t, "precision"))
                 p->allow_precision = 1;
             else if (!strcmp(t, "optim8bit"))
-                return cli_bad("--allow optim8bit: 8-bit optimizers are not tried yet (docs/knobs.md); "
-                               "drop it, or set --optim yourself");
+                p->allow_optim8bit = 1;
             else
                 return cli_bad("--allow '%s': '%s' is not a knob autobatch may turn on; use "
-                               "precision", arg, t);
+                               "precision, optim8bit or both (precision,optim8bit)", arg, t);
         }
         break;
     }

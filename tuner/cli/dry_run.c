@@ -31,7 +31,8 @@ int dry_run_print(struct session *s)
         if (c->state == CELL_SKIPPED)
             continue;
         struct inject_candidate cand = {
-            c->fixed_micro > 0 ? c->fixed_micro : plan->batch_min, c->grad_accum, c->checkpointing, 0,
+            .micro_batch = c->fixed_micro > 0 ? c->fixed_micro : plan->batch_min,
+            .grad_accum = c->grad_accum, .checkpointing = c->checkpointing,
         };
         char wd[4200], err[512];
         snprintf(wd, sizeof wd, "%s/dry-run-%zu", dir, i);

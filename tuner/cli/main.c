@@ -153,8 +153,10 @@ int main(int argc, char **argv)
     struct results *res = &s.res;
     if (res->best >= 0 && status == AB_EXIT_OK) {
         const struct results_trial *b = &res->trials[res->best];
-        struct inject_candidate best = { b->micro_batch, b->grad_accum, b->checkpointing,
-                                         b->precision };
+        struct inject_candidate best = { .micro_batch = b->micro_batch,
+                                         .grad_accum = b->grad_accum,
+                                         .checkpointing = b->checkpointing,
+                                         .precision = b->precision, .optim8bit = b->optim8bit };
         struct writeback_out wo = { ab_writeback_line, say };
         if (writeback_choice(&plan, &s.setup, &s.ctx, &best, res, &wo))
             status = res->exit_status = AB_EXIT_USAGE;

@@ -30,7 +30,7 @@ void choose_collect_cells(const struct space *sp, struct results *res)
     /* The space is the last one searched (session_escalate starts a new
      * one for each knob it turns on): its trials are those of its
      * precision. */
-    int prec = res->ntrials ? res->trials[res->ntrials - 1].precision : 0;
+    const struct results_trial *last = res->ntrials ? &res->trials[res->ntrials - 1] : NULL;
     for (size_t i = 0; i < sp->ncells; i++) {
         const struct cell *c = &sp->cells[i];
         /* The cell's trials as the results list them: the confirmation
@@ -39,7 +39,8 @@ void choose_collect_cells(const struct space *sp, struct results *res)
         for (size_t k = 0; k < res->ntrials; k++)
             own += res->trials[k].grad_accum == c->grad_accum &&
                    res->trials[k].checkpointing == c->checkpointing &&
-                   res->trials[k].precision == prec;
+                   res->trials[k].precision == last->precision &&
+                   res->trials[k].optim8bit == last->optim8bit;
         long mf = search_max_fit(&c->search);
         struct results_cell rc = {
             .grad_accum = c->grad_accum, .checkpointing = c->checkpointing, .max_fit = mf,

@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "control/session.h"
@@ -83,7 +85,8 @@ static int session_build_first(struct session *s, char *err, size_t errlen)
 {
     const struct cell *c = &s->space.cells[0];
     struct inject_candidate c0 = {
-        c->fixed_micro > 0 ? c->fixed_micro : s->plan->batch_min, c->grad_accum, c->checkpointing, 0,
+        .micro_batch = c->fixed_micro > 0 ? c->fixed_micro : s->plan->batch_min,
+        .grad_accum = c->grad_accum, .checkpointing = c->checkpointing,
     };
     struct inject_trial t = INJECT_TRIAL_INIT;
     char wd0[4200];
@@ -209,6 +212,7 @@ static int session_results(struct session *s)
     res->ckpt_off = s->so.ckpt_off;
     res->ckpt_on = s->so.ckpt_on;
     res->allow_precision = plan->allow_precision;
+    res->allow_optim8bit = plan->allow_optim8bit;
     res->settings = (struct results_settings){
         .known = 1, .steps = plan->steps, .warmup = plan->warmup, .confirm = !plan->no_confirm,
         .confirm_steps = plan->confirm_steps, .confirm_s = plan->confirm_s,
@@ -350,6 +354,43 @@ static const char *session_replay(struct session *s)
     return NULL;
 }
 
+/* Can the command's Python import module?  1 yes, 0 no, -1 no Python
+ * found to ask: the command is not python* itself, nor a Python launcher
+ * (accelerate, torchrun, deepspeed), whose python3 is the one beside it
+ * (or PATH's, as the launcher's own shebang would find it). */
+static int session_imports(char *const *cmd, const char *module)
+{
+    char py[PATH_MAX], code[128];
+    const char *slash = strrchr(cmd[0], '/'), *base = slash ? slash + 1 : cmd[0];
+    if (!strncmp(base, "python", 6))
+        snprintf(py, sizeof py, "%s", cmd[0]);
+    else if (strcmp(base, "accelerate") && strcmp(base, "torchrun") && strcmp(base, "deepspeed"))
+        return -1;
+    else if (slash)
+        snprintf(py, sizeof py, "%.*s/python3", (int)(slash - cmd[0]), cmd[0]);
+    else
+        snprintf(py, sizeof py, "python3");
+    snprintf(code, sizeof code, "import %s", module);
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+            dup2(null, 2);
+        }
+        execlp(py, py, "-c", code, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
 enum session_status session_arm(struct session *s, const struct tune_view *v)
 {
     const struct plan *plan = s->plan;
@@ -399,6 +440,19 @@ enum session_status session_arm(struct session *s, const struct tune_view *v)
     const char *bad = session_replay(s);
     if (bad)
         return SESSION_FAIL(v, "%s", bad);
+    /* --allow optim8bit: bitsandbytes must import where the trainer runs;
+     * a command whose Python is not known is taken at its word. */
+    if (plan->allow_optim8bit) {
+        int got = session_imports(plan->command, "bitsandbytes");
+        s->optim8bit_ok = got != 0;
+        if (!got) {
+            snprintf(res->skipped, sizeof res->skipped, "optim8bit: the command's Python "
+                     "cannot import bitsandbytes");
+            tune_view_say(v, TUNE_NOTE, "--allow optim8bit: the command's Python cannot import "
+                                        "bitsandbytes, so 8-bit optimizers are skipped (pip "
+                                        "install bitsandbytes where the trainer runs)");
+        }
+    }
     return SESSION_OK;
 }
 
@@ -421,18 +475,65 @@ struct tune_run session_tune(struct session *s, const struct tune_view *view)
     return run;
 }
 
+/* The knobs session_escalate turns on, in order of cost (docs/knobs.md):
+ * checkpointing changes no numerics; the others only under --allow.
+ * beyond: may help when the weights, gradients and optimizer state alone
+ * exceed the memory (the others save activations only). */
+static const struct session_rung {
+    enum knob_id id;
+    const char *what;
+    int beyond;
+} session_rungs[] = {
+    { KNOB_CHECKPOINTING, "activation checkpointing", 0 },
+    { KNOB_PRECISION, "bf16 mixed precision", 0 },
+    { KNOB_OPTIM8BIT, "an 8-bit optimizer", 1 },
+};
+
+static int *session_rung_on(struct session *s, enum knob_id id)
+{
+    return id == KNOB_CHECKPOINTING ? &s->ctx.set_checkpointing
+         : id == KNOB_PRECISION ? &s->ctx.set_precision : &s->ctx.set_optim8bit;
+}
+
+/* 1 when the run may turn knob id on (placed, and allowed where it
+ * changes numerics); 2 when only --allow is missing. */
+static int session_rung_may(const struct session *s, enum knob_id id)
+{
+    const struct plan *plan = s->plan;
+    if (id == KNOB_CHECKPOINTING)
+        return s->setup.ckpt_spare;
+    if (s->setup.preset.knobs[id].via == VIA_NONE)
+        return 0;
+    if (id == KNOB_PRECISION)
+        return plan->allow_precision ? 1 : 2;
+    return !plan->allow_optim8bit ? 2 : s->optim8bit_ok;
+}
+
 /* Turn one knob on and start a new space (session_escalate). */
-static int session_turn_on(struct session *s, struct tune_run *run, const char *knob,
-                           const char *why, const struct tune_view *v)
+static int session_turn_on(struct session *s, struct tune_run *run,
+                           const struct session_rung *rung, const char *why,
+                           const struct tune_view *v)
 {
     struct results *res = &s->res;
     char err[256];
     struct results_turned *t = &res->turned_on[res->nturned_on++];
-    t->knob = knob;
+    t->knob = preset_knob_name(rung->id);
     snprintf(t->why, sizeof t->why, "%s", why);
-    tune_view_say(v, TUNE_NOTE, "%s; searching again with %s on", why,
-                  !strcmp(knob, "precision") ? "bf16 mixed precision (--allow precision)"
-                                             : "activation checkpointing");
+    *session_rung_on(s, rung->id) = 1;
+    if (rung->id == KNOB_CHECKPOINTING) {
+        s->so.ckpt_off = 0;
+        s->so.ckpt_on = s->so.ckpt_forced = 1;
+        res->ckpt_on = 1;
+    } else if (!s->plan->checkpointing_searched && s->ctx.set_checkpointing) {
+        /* Checkpointing the ladder turned on alone did not do it; with
+         * the next knob it may not be needed at all: both, the faster
+         * wins. */
+        s->so.ckpt_off = s->so.ckpt_on = 1;
+        s->so.ckpt_forced = 0;
+    }
+    tune_view_say(v, TUNE_NOTE, "%s; searching again with %s on%s", why, rung->what,
+                  rung->id == KNOB_PRECISION ? " (--allow precision)"
+                  : rung->id == KNOB_OPTIM8BIT ? " (--allow optim8bit)" : "");
     /* The replay's recordings belong to the space they guided. */
     if (s->replay) {
         guide_release(&s->guide);
@@ -475,11 +576,12 @@ int session_escalate(struct session *s, struct tune_run *run, const struct tune_
         return 0;
     /* Weights, gradients and optimizer state alone above the capacity:
      * checkpointing and bf16 autocast (which keeps fp32 weights and
-     * optimizer state) save activations only. */
+     * optimizer state) save activations only; an 8-bit optimizer keeps a
+     * quarter of the state, which may be enough. */
     struct results_nofit f;
     res->capacity = choose_memory_limit(&s->gpu, &s->space, (double)plan->trial_mem_limit);
-    if (results_nofit_split(res, &f) && f.exceeds == 1)
-        return 0;
+    int beyond = results_nofit_split(res, &f) && f.exceeds == 1;
+    int quarter = beyond && f.optim > 0 && f.params + f.grads + f.optim / 4 < f.capacity;
     const struct preset *p = &s->setup.preset;
     /* Said with the failure's breakdown when the probe gave one. */
     char why[512];
@@ -489,28 +591,32 @@ int session_escalate(struct session *s, struct tune_run *run, const struct tune_
     json_decref(fj);
     const char *parts = what && strstr(what, ": ") ? strstr(what, ": ") + 2 : what;
     snprintf(why, sizeof why, "micro_batch=%ld fits in no cell with %s%s%s%s", plan->batch_min,
-             s->ctx.set_checkpointing || s->ctx.set_precision ? "what is on"
+             s->ctx.set_checkpointing || s->ctx.set_precision || s->ctx.set_optim8bit
+                 ? "what is on"
                                                               : "the command's own settings",
              parts ? " (" : "", parts ? parts : "", parts ? ")" : "");
     free(what);
     free(next);
-    if (s->setup.ckpt_spare && !s->ctx.set_checkpointing) {
-        s->ctx.set_checkpointing = 1;
-        s->so.ckpt_off = 0;
-        s->so.ckpt_on = s->so.ckpt_forced = 1;
-        res->ckpt_on = 1;
-        return session_turn_on(s, run, "checkpointing", why, v);
+    /* The next rung that may help; else what --allow would add. */
+    char names[64] = "", tries[256] = "";
+    int nallow = 0;
+    for (size_t i = 0; i < sizeof session_rungs / sizeof *session_rungs; i++) {
+        const struct session_rung *rg = &session_rungs[i];
+        int may = session_rung_may(s, rg->id);
+        if (*session_rung_on(s, rg->id) || !may || (beyond && !(rg->beyond && quarter)))
+            continue;
+        if (may == 1)
+            return session_turn_on(s, run, rg, why, v);
+        const struct preset_knob *k = &p->knobs[rg->id];
+        size_t nn = strlen(names), nt = strlen(tries);
+        snprintf(names + nn, sizeof names - nn, "%s%s", nallow ? "," : "", preset_knob_name(rg->id));
+        snprintf(tries + nt, sizeof tries - nt, "%s%s (%s %s)", nallow ? " and " : "", rg->what,
+                 k->where, k->spell_true ? k->spell_true : "true");
+        nallow++;
     }
-    if (plan->allow_precision && !s->ctx.set_precision) {
-        s->ctx.set_precision = 1;
-        return session_turn_on(s, run, "precision", why, v);
-    }
-    if (!plan->allow_precision && p->knobs[KNOB_PRECISION].via != VIA_NONE)
-        tune_view_say(v, TUNE_NOTE, "%s; --allow precision would let autobatch try bf16 mixed "
-                                    "precision (%s %s), which changes numerics", why,
-                      p->knobs[KNOB_PRECISION].where, p->knobs[KNOB_PRECISION].spell_true
-                                                          ? p->knobs[KNOB_PRECISION].spell_true
-                                                          : "true");
+    if (nallow)
+        tune_view_say(v, TUNE_NOTE, "%s; --allow %s would let autobatch try %s, which change%s "
+                                    "numerics", why, names, tries, nallow > 1 ? "" : "s");
     return 0;
 }
 

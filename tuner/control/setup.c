@@ -228,6 +228,13 @@ static int setup_check_knobs(const struct plan *plan, const struct setup *s, cha
                    "with --knob precision=WHERE (e.g. --knob precision=--bf16)", p->name);
         return -1;
     }
+    if (plan->allow_optim8bit && p->knobs[KNOB_OPTIM8BIT].via == VIA_NONE) {
+        errbuf_set(err, errlen,
+                   "--allow optim8bit: preset '%s' has no place for the optimizer, so the "
+                   "trainer would never see it; drop --allow optim8bit or say where it lives "
+                   "with --knob optim8bit=WHERE (e.g. --knob optim8bit=--optim)", p->name);
+        return -1;
+    }
     struct trainlog_rules rules = setup_log_rules(p);
     struct trainlog tl;
     char e[256];

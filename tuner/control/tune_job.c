@@ -207,7 +207,7 @@ int tune_knob_check(struct tune_run *r)
         for (size_t i = 0; i < r->res->ntrials; i++) {
             const struct results_trial *u = &r->res->trials[i];
             if (u->grad_accum != c->grad_accum || u->checkpointing != c->checkpointing ||
-                u->precision != r->ctx->set_precision)
+                u->precision != r->ctx->set_precision || u->optim8bit != r->ctx->set_optim8bit)
                 continue;
             failed |= u->outcome != TRIAL_FIT && u->outcome != TRIAL_INTERRUPTED;
             seen |= u->loader_batch > 0 || u->batch_seen > 0;
@@ -262,6 +262,7 @@ static const struct results_trial *tune_batch_unseen(const struct tune_run *r,
         const struct results_trial *u = &r->res->trials[i];
         if (u->id == t->id || u->outcome != TRIAL_FIT || u->grad_accum != t->grad_accum ||
             u->checkpointing != t->checkpointing || u->precision != t->precision ||
+            u->optim8bit != t->optim8bit ||
             u->batch_seen != t->batch_seen ||
             u->batch_seen == u->micro_batch)
             continue;
@@ -495,8 +496,10 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
     ctx->probe_path = plan->no_probe ? NULL : j->probe;
     ctx->output_dir = want_out ? j->outdir : NULL;
     ctx->workdir = setup->preset.config_fixed ? j->wd : NULL;
-    struct inject_candidate cand = { value, cell->grad_accum, cell->checkpointing,
-                                     ctx->set_precision };
+    struct inject_candidate cand = { .micro_batch = value, .grad_accum = cell->grad_accum,
+                                     .checkpointing = cell->checkpointing,
+                                     .precision = ctx->set_precision,
+                                     .optim8bit = ctx->set_optim8bit };
     char err[512];
     struct inject_trial t0 = INJECT_TRIAL_INIT;
     j->t = t0;
@@ -708,6 +711,7 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     struct results_trial rt = {
         .id = j->id, .micro_batch = value, .grad_accum = cell->grad_accum,
         .checkpointing = cell->checkpointing, .precision = r->ctx->set_precision,
+        .optim8bit = r->ctx->set_optim8bit,
         .outcome = tr->outcome, .exit_code = tr->exit_code, .signal = tr->signal,
         .wall_s = tr->wall_s, .teardown_s = tr->teardown_s > 0 ? tr->teardown_s : -1,
         .steps_measured = tr->steps_measured, .step_time_s = tr->step_time_s,

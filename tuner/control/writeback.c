@@ -134,7 +134,8 @@ int writeback_choice(const struct plan *plan, struct setup *s, struct inject_ctx
     for (int id = 0; id < KNOB_COUNT; id++) {
         const struct preset_knob *k = &p->knobs[id];
         if (id == KNOB_MAX_STEPS || (id == KNOB_CHECKPOINTING && !ctx->set_checkpointing) ||
-            (id == KNOB_PRECISION && !ctx->set_precision) || p->knobs[id].via == VIA_NONE)
+            (id == KNOB_PRECISION && !ctx->set_precision) ||
+            (id == KNOB_OPTIM8BIT && !ctx->set_optim8bit) || p->knobs[id].via == VIA_NONE)
             continue;
         char val[64], piece[256] = "";
         if (id == KNOB_OUTPUT_DIR)

@@ -247,11 +247,12 @@ static json_t *str_or_null(const char *s)
 
 static json_t *results_point(const struct results_trial *t)
 {
-    return json_pack("{s:I, s:I, s:b, s:s, s:o, s:o}",
+    return json_pack("{s:I, s:I, s:b, s:s, s:b, s:o, s:o}",
                      "micro_batch", (json_int_t)t->micro_batch,
                      "grad_accum", (json_int_t)t->grad_accum,
                      "checkpointing", t->checkpointing,
                      "precision", t->precision ? "bf16" : "unchanged",
+                     "optim8bit", t->optim8bit,
                      "samples_per_s", num_or_null(t->samples_per_s),
                      "peak_mem_bytes", int_or_null(t->peak_mem_bytes));
 }
@@ -387,6 +388,7 @@ json_t *results_trial_json(const struct results_trial *t)
     if (t->memory_only)
         json_object_set_new(o, "memory_only", json_true());
     json_object_set_new(o, "precision", json_string(t->precision ? "bf16" : "unchanged"));
+    json_object_set_new(o, "optim8bit", json_boolean(t->optim8bit));
     json_object_set_new(o, "steps_from", str_or_null(t->steps_from));
     if (t->probe_processes > 0) {
         json_t *pr = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o}",
@@ -674,7 +676,8 @@ int results_any_fit(const struct results *r)
 int results_same_config(const struct results_trial *a, const struct results_trial *b)
 {
     return a->micro_batch == b->micro_batch && a->grad_accum == b->grad_accum &&
-           a->checkpointing == b->checkpointing && a->precision == b->precision;
+           a->checkpointing == b->checkpointing && a->precision == b->precision &&
+           a->optim8bit == b->optim8bit;
 }
 
 double results_speed(const struct results *r, const struct results_trial *t)
@@ -729,11 +732,14 @@ static json_t *results_knobs_json(const struct results *r)
     json_t *allowed = json_array(), *on = json_array();
     if (r->allow_precision)
         json_array_append_new(allowed, json_string("precision"));
+    if (r->allow_optim8bit)
+        json_array_append_new(allowed, json_string("optim8bit"));
     for (int i = 0; i < r->nturned_on; i++)
         json_array_append_new(on, json_pack("{s:s, s:s, s:s?}", "knob", r->turned_on[i].knob,
                                             "why", r->turned_on[i].why, "outcome",
                                             r->turned_on[i].outcome));
-    return json_pack("{s:o, s:o}", "allowed", allowed, "turned_on", on);
+    return json_pack("{s:o, s:o, s:o}", "allowed", allowed, "turned_on", on, "skipped",
+                     r->skipped[0] ? json_string(r->skipped) : json_null());
 }
 
 json_t *results_to_json(const struct results *r)

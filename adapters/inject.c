@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -117,18 +118,33 @@ void inject_knob_text(const struct inject_ctx *ctx, const struct preset_knob *k,
     case KNOB_CHECKPOINTING:
     case KNOB_PRECISION:
     case KNOB_OPTIM8BIT:
+    case KNOB_SHARDING:
     case KNOB_COUNT: {
         /* In a file the editor keeps the file's own spelling; on the
          * command line and in the environment the preset's applies. */
         int in_file = k->via == VIA_CONFIG || k->via == VIA_ACCELERATE;
-        const char *t = !in_file && k->spell_true ? k->spell_true : "true";
-        const char *f = !in_file && k->spell_false ? k->spell_false : "false";
-        int on = id == KNOB_PRECISION ? c->precision
-               : id == KNOB_OPTIM8BIT ? c->optim8bit : c->checkpointing;
+        /* ... unless the preset spells it as no boolean (ZeRO's stage 3). */
+        int boolean = !k->spell_true || !strcasecmp(k->spell_true, "true") ||
+                      !strcasecmp(k->spell_true, "yes") || !strcmp(k->spell_true, "1");
+        const char *t = (!in_file || !boolean) && k->spell_true ? k->spell_true : "true";
+        const char *f = (!in_file || !boolean) && k->spell_false ? k->spell_false : "false";
+        int on = id == KNOB_CHECKPOINTING ? c->checkpointing : (c->extra & KNOB_BIT(id)) != 0;
         snprintf(buf, len, "%s", on ? t : f);
         break;
     }
     }
+}
+
+/* AUTOBATCH_PRECISION=bf16, AUTOBATCH_OPTIM8BIT=1, AUTOBATCH_SHARDING=1
+ * for the knobs turned on.  0 or -1 (ENOMEM). */
+static int inject_extra_env(const struct inject_ctx *ctx, const struct inject_candidate *c,
+                            struct strvec *env)
+{
+    unsigned on = ctx->set_extra & c->extra;
+    return ((on & KNOB_BIT(KNOB_PRECISION)) && strvec_push(env, "AUTOBATCH_PRECISION=bf16")) ||
+           ((on & KNOB_BIT(KNOB_OPTIM8BIT)) && strvec_push(env, "AUTOBATCH_OPTIM8BIT=1")) ||
+           ((on & KNOB_BIT(KNOB_SHARDING)) && strvec_push(env, "AUTOBATCH_SHARDING=1"))
+               ? -1 : 0;
 }
 
 /* A trial_set value with `{output_dir}` replaced by the trial's scratch
@@ -153,10 +169,8 @@ static int inject_wanted(const struct inject_ctx *ctx, int id)
 {
     if (id == KNOB_OUTPUT_DIR)
         return ctx->output_dir != NULL;
-    if (id == KNOB_PRECISION)
-        return ctx->set_precision;
-    if (id == KNOB_OPTIM8BIT)
-        return ctx->set_optim8bit;
+    if (id == KNOB_PRECISION || id == KNOB_OPTIM8BIT || id == KNOB_SHARDING)
+        return (ctx->set_extra & KNOB_BIT(id)) != 0;
     return id != KNOB_CHECKPOINTING || ctx->set_checkpointing;
 }
 
@@ -399,8 +413,7 @@ int inject_build(const struct inject_ctx *ctx, char *const *cmd, char *const *en
         strvec_pushf(&t->env, "AUTOBATCH_GRAD_ACCUM=%ld", c->grad_accum) ||
         strvec_pushf(&t->env, "AUTOBATCH_CHECKPOINTING=%d", c->checkpointing ? 1 : 0) ||
         strvec_pushf(&t->env, "AUTOBATCH_MAX_STEPS=%ld", ctx->max_steps) ||
-        (ctx->set_precision && c->precision && strvec_push(&t->env, "AUTOBATCH_PRECISION=bf16")) ||
-        (ctx->set_optim8bit && c->optim8bit && strvec_push(&t->env, "AUTOBATCH_OPTIM8BIT=1")))
+        inject_extra_env(ctx, c, &t->env))
         goto fail;
     if (ctx->report_path && strvec_pushf(&t->env, "AUTOBATCH_REPORT=%s", ctx->report_path))
         goto fail;

@@ -50,15 +50,15 @@ struct inject_candidate {
     long micro_batch;
     long grad_accum;
     int checkpointing;
-    int precision;           /**< bf16 mixed precision on (passed only with set_precision) */
-    int optim8bit;           /**< an 8-bit optimizer (passed only with set_optim8bit) */
+    unsigned extra;          /**< knobs turned on beyond the search (KNOB_BIT of
+                                  KNOB_PRECISION, KNOB_OPTIM8BIT, KNOB_SHARDING);
+                                  passed only where ctx->set_extra has them */
 };
 
 struct inject_ctx {
     const struct preset *preset;
     int set_checkpointing;   /**< checkpointing is searched: pass it on */
-    int set_precision;       /**< the precision knob is on for these trials: pass it */
-    int set_optim8bit;       /**< the optim8bit knob is on for these trials: pass it */
+    unsigned set_extra;      /**< KNOB_BITs turned on for these trials: pass them */
     long max_steps;          /**< warm-up + measured steps (AUTOBATCH_MAX_STEPS) */
     long step_limit;         /**< the max_steps knob: far above what a trial runs */
     const char *output_dir;  /**< the trial's scratch directory (output_dir knob), or NULL */

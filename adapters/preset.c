@@ -30,7 +30,7 @@ static const char *const preset_order[] = {
 
 static const char *const knob_names[KNOB_COUNT] = {
     "micro_batch", "grad_accum", "checkpointing", "max_steps", "output_dir", "precision",
-    "optim8bit",
+    "optim8bit", "sharding",
 };
 
 const char *preset_knob_name(enum knob_id id)
@@ -309,7 +309,7 @@ int preset_parse(struct preset *p, const char *text, size_t len, const char *ori
                 id = i;
         if (id < 0) {
             preset_fail(err, errlen, "%s: unknown knob '%s'; knobs are micro_batch, grad_accum, "
-                                     "checkpointing, max_steps, output_dir, precision, optim8bit", origin, kn ? kn : "?");
+                                     "checkpointing, max_steps, output_dir, precision, optim8bit, sharding", origin, kn ? kn : "?");
             goto out;
         }
         if (preset_knob_parse(&doc, yaml_document_get_node(&doc, pr->value), &p->knobs[id],
@@ -456,7 +456,7 @@ int preset_set_knob(struct preset *p, const char *spec, int have_config, char *e
             id = i;
     if (id < 0 || !eq[1])
         return preset_fail(err, errlen, "--knob '%s': expected NAME=WHERE with NAME one of "
-                                        "micro_batch, grad_accum, checkpointing, max_steps, output_dir, precision, optim8bit", spec);
+                                        "micro_batch, grad_accum, checkpointing, max_steps, output_dir, precision, optim8bit, sharding", spec);
     struct preset_knob *k = &p->knobs[id];
     struct preset_knob keep = *k;
     keep.where = NULL;

@@ -37,7 +37,9 @@
  * boolean passed only when on: it changes numerics, so it is tried only
  * under --allow precision, when micro_batch=1 fits nowhere without it
  * (docs/knobs.md).  `optim8bit` likewise: an 8-bit optimizer (HF's
- * --optim adamw_bnb_8bit), under --allow optim8bit.
+ * --optim adamw_bnb_8bit), under --allow optim8bit; `sharding` (HF's
+ * --fsdp, DeepSpeed's zero_optimization.stage), under --allow sharding
+ * and with several ranks.
  *
  * Life cycle: struct preset p = PRESET_INIT; preset_load(&p, name_or_path,
  * ...) ; preset_set_knob(...) for --knob; use; preset_release(&p).
@@ -53,12 +55,12 @@
  * reaches its own end, with its save and evaluation) and a scratch output
  * directory of its own (so no trial resumes from another, and the user's
  * output directory is never written).  KNOB_PRECISION (bf16 mixed
- * precision) and KNOB_OPTIM8BIT (an 8-bit optimizer) are passed only to
- * the trials of a run that turned them on.
+ * precision), KNOB_OPTIM8BIT (an 8-bit optimizer) and KNOB_SHARDING are
+ * passed only to the trials of a run that turned them on.
  */
 enum knob_id {
     KNOB_MICRO_BATCH, KNOB_GRAD_ACCUM, KNOB_CHECKPOINTING, KNOB_MAX_STEPS, KNOB_OUTPUT_DIR,
-    KNOB_PRECISION, KNOB_OPTIM8BIT, KNOB_COUNT
+    KNOB_PRECISION, KNOB_OPTIM8BIT, KNOB_SHARDING, KNOB_COUNT
 };
 
 enum knob_via {
@@ -89,6 +91,8 @@ struct preset_derived {
     char *keep;         /**< leave the value alone while it is this (e.g. "auto") */
 };
 #define PRESET_WORLD_SIZE (1 << KNOB_COUNT)
+/** A knob's bit in a set of knobs turned on (inject_candidate.extra). */
+#define KNOB_BIT(id) (1u << (id))
 
 /** A fixed setting every trial gets (`trial_set: ["override:k=v", ...]`),
  *  e.g. F5-TTS's ckpts.log_samples=False; never written back. */

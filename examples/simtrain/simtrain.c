@@ -86,6 +86,7 @@ struct opts {
     double bf16_factor;      /* activations x this with --bf16 true */
     long bf16;               /* HF's --bf16: mixed precision on */
     long optim8bit;          /* HF's --optim names an 8-bit optimizer: state x 1/4 */
+    long fsdp;               /* HF's --fsdp full_shard: weights and state / --nproc */
     long long_step;
     double long_factor;
     long print_max;
@@ -961,6 +962,16 @@ static void parse_argv(int argc, char **argv, struct pending *pd)
                 continue;
             }
 
+            /* HF's --fsdp "full_shard ...": weights, gradients and
+             * optimizer state sharded over the ranks. */
+            if (nlen == 4 && !strncmp(name, "fsdp", 4)) {
+                const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+                if (!v)
+                    die_usage("argument --fsdp: expected one argument");
+                O.fsdp = strstr(v, "full_shard") != NULL;
+                continue;
+            }
+
             /*
              * Any other --flag is an HF argument we do not model
              * (--output_dir, --report_to ...): skip it and its
@@ -1097,10 +1108,14 @@ static long long round_grain(long long b)
     return (b + ALLOC_GRAIN - 1) / ALLOC_GRAIN * ALLOC_GRAIN;
 }
 
-static long long mem_model(void) { return round_grain(O.model_mem); }
+static long long mem_model(void)
+{
+    return round_grain(O.fsdp && O.nproc > 1 ? O.model_mem / O.nproc : O.model_mem);
+}
 static long long mem_optim(void)
 {
-    return round_grain(O.optim8bit ? O.optim_mem / 4 : O.optim_mem);
+    long long b = O.optim8bit ? O.optim_mem / 4 : O.optim_mem;
+    return round_grain(O.fsdp && O.nproc > 1 ? b / O.nproc : b);
 }
 
 /* Length factor of optimizer step `step`: the long batch, or 1. */
@@ -1736,6 +1751,10 @@ static void print_startup(void)
         const char *w = "  Optimizer = 8-bit (a quarter of the state)\n";
         write_all(1, w, strlen(w));
     }
+    if (O.fsdp) {
+        const char *w = "  FSDP = full_shard\n";
+        write_all(1, w, strlen(w));
+    }
     if (O.ckpt) {
         const char *w = "`use_cache=True` is incompatible with gradient "
                         "checkpointing. Setting `use_cache=False`.\n";
@@ -2057,7 +2076,8 @@ static const char usage_text[] =
 "  --ckpt-factor F                   activations x F with checkpointing (0.25)\n"
 "  --bf16-factor F                   activations x F with HF's --bf16 true (0.5)\n"
 "                                    (HF's --optim NAME with 8bit in NAME keeps a\n"
-"                                    quarter of --optim-mem)\n"
+"                                    quarter of --optim-mem; --fsdp full_shard shares\n"
+"                                    --model-mem and --optim-mem among --nproc ranks)\n"
 "  --long-step K                     optimizer step K holds the longest batch (0 = none)\n"
 "  --long-factor F                   its activations and compute x F (1.5)\n"
 "  --print-max                       print the largest micro-batch that survives\n"

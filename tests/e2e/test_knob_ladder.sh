@@ -22,6 +22,11 @@
 #      command's python3 without bitsandbytes: skipped with one line.
 #   H  the same with a bitsandbytes to import: --optim adamw_bnb_8bit
 #      makes it fit (after checkpointing, which alone did not).
+#   I  weights + AdamW state beyond one device, two ranks, --allow
+#      sharding: --fsdp 'full_shard auto_wrap' makes it fit.
+#   J  the same with one rank: sharding skipped with one line.
+#   K  DeepSpeed: --dry-run shows zero_optimization.stage = 3, read back
+#      from a trial's patched copy of the JSON.
 #   E  bad input: --allow with a preset that cannot place precision, an
 #      unknown knob, optim8bit (not tried yet): exit 2 before any trial.
 source "$(dirname "$0")/lib.sh"
@@ -63,7 +68,7 @@ pass "A: checkpointing turned on, 3 fits, written as --gradient_checkpointing tr
 
 # B: nothing allowed fits; the note names what to allow next.
 run B 3 -- "$WORK/wrap.sh" "${SIM[@]}" --act-mem 100G
-grep -q '^autobatch: micro_batch=1 fits in no cell with what is on; --allow precision,optim8bit would let autobatch try bf16 mixed precision (--bf16 true) and an 8-bit optimizer (--optim adamw_bnb_8bit), which change numerics$' "$WORK/B.out" \
+grep -q '^autobatch: micro_batch=1 fits in no cell with what is on; --allow precision,optim8bit would let autobatch try bf16 mixed precision (--bf16 true; changes numerics) and an 8-bit optimizer (--optim adamw_bnb_8bit; changes numerics)$' "$WORK/B.out" \
   || fail "B: no note: $(grep '^autobatch:' "$WORK/B.out" | tail -5)"
 if grep -q -- '--bf16' "$WORK/argv.log"; then fail "B: a trial got --bf16 without --allow precision"; fi
 assert_eq 0 "$(jqr '[.trials[] | select(.precision != "unchanged")] | length' "$WORK/B.json")" "B: bf16 trials"
@@ -137,6 +142,33 @@ grep -q '^autobatch: run with:.* --optim adamw_bnb_8bit' "$WORK/H.out" || fail "
 "$SIMTRAIN" "${BIG[@]}" --per_device_train_batch_size "$(jqr '.best.micro_batch' "$WORK/H.json")" "${ckpt_flag[@]}" --optim adamw_bnb_8bit --max_steps 5 >"$WORK/H.fresh" 2>&1 \
   || fail "H: a fresh run at the answer failed: $(tail -3 "$WORK/H.fresh")"
 pass "H: --allow optim8bit with bitsandbytes: $(jqr '.best.micro_batch' "$WORK/H.json") fits with adamw_bnb_8bit"
+
+# I, J, K: sharding (--allow sharding) for weights and AdamW's state that
+# do not fit one device (20G + 20G): simtrain's two ranks with HF's
+# --fsdp full_shard hold half each.
+SHARD=(--nproc 2 --model-mem 20G --optim-mem 20G --act-mem 256M --output_dir "$WORK/out")
+run I 0 --world-size 2 --allow sharding -- "$WORK/wrap.sh" "${SHARD[@]}"
+assert_eq true "$(jqr '.best.sharding' "$WORK/I.json")" "I: best sharding"
+assert_eq "checkpointing,sharding" "$(jqr '[.knobs.turned_on[].knob] | join(",")' "$WORK/I.json")" "I: turned on"
+grep -q "^autobatch: run with:.* --fsdp 'full_shard auto_wrap'" "$WORK/I.out" || fail "I: run with: $(grep 'run with' "$WORK/I.out")"
+"$SIMTRAIN" "${SHARD[@]}" --per_device_train_batch_size "$(jqr '.best.micro_batch' "$WORK/I.json")" --fsdp "full_shard auto_wrap" \
+  $([ "$(jqr '.best.checkpointing' "$WORK/I.json")" = true ] && echo --gradient_checkpointing true) --max_steps 5 >"$WORK/I.fresh" 2>&1 \
+  || fail "I: a fresh run at the answer failed: $(tail -3 "$WORK/I.fresh")"
+pass "I: --allow sharding over 2 ranks: $(jqr '.best.micro_batch' "$WORK/I.json") fits with --fsdp full_shard"
+run J 3 --allow sharding -- "$WORK/wrap.sh" "${SHARD[@]}"
+grep -q '^autobatch: --allow sharding: the command runs one rank (--world-size 1), so sharding is skipped' "$WORK/J.out" \
+  || fail "J: no skip note: $(grep '^autobatch:' "$WORK/J.out" | head -3)"
+if grep -q -- '--fsdp' "$WORK/argv.log"; then fail "J: a trial got --fsdp with one rank"; fi
+pass "J: --allow sharding with one rank: skipped with one line"
+# K: DeepSpeed's ZeRO stage, placed in the JSON config: --dry-run reads it
+# back from a trial's patched copy.
+printf '{\n  "train_micro_batch_size_per_gpu": 4,\n  "gradient_accumulation_steps": 1,\n  "train_batch_size": 8,\n  "zero_optimization": {"stage": 1}\n}\n' >"$WORK/ds.json"
+"$AUTOBATCH" --dry-run --preset deepspeed --config "$WORK/ds.json" --world-size 2 --allow sharding \
+  -- "$WORK/wrap.sh" --deepspeed "$WORK/ds.json" >"$WORK/K.out" 2>&1 || fail "K: dry run: $(tail -3 "$WORK/K.out")"
+grep -q "^# --allow sharding, if micro_batch=1 fits nowhere: zero_optimization.stage = 3 in the patched copy of $WORK/ds.json$" "$WORK/K.out" \
+  || fail "K: $(cat "$WORK/K.out")"
+grep -q '"stage": 1' "$WORK/ds.json" || fail "K: the dry run changed ds.json"
+pass "K: ZeRO-3 placed in DeepSpeed's JSON (--dry-run)"
 
 # E: bad input, before any trial.
 : >"$WORK/argv.log"

@@ -95,7 +95,7 @@ static void test_build_env_and_presets(void **state)
     (void)state;
     char *cmd[] = { "python3", "train.py", "--per_device_train_batch_size=2", NULL };
     char *envp[] = { "PATH=/usr/bin", "AUTOBATCH_MICRO_BATCH=999", "HOME=/root", NULL };
-    struct inject_candidate c = { 24, 4, 1, 0, 0 };
+    struct inject_candidate c = { 24, 4, 1, 0 };
     struct preset hf = load_preset("hf");
     struct inject_ctx ctx = { .preset = &hf, .set_checkpointing = 1, .max_steps = 7,
                               .trial_id = 3, .world_size = 1, .report_path = "/tmp/r.jsonl" };
@@ -140,7 +140,7 @@ static void test_precision_knob(void **state)
     (void)state;
     char *cmd[] = { "python3", "train.py", NULL };
     char *envp[] = { "PATH=/usr/bin", NULL };
-    struct inject_candidate c = { 2, 1, 0, 1, 0 };
+    struct inject_candidate c = { 2, 1, 0, KNOB_BIT(KNOB_PRECISION) };
     struct preset hf = load_preset("hf");
     assert_int_equal(hf.knobs[KNOB_PRECISION].via, VIA_FLAG);
     assert_string_equal(hf.knobs[KNOB_PRECISION].where, "--bf16");
@@ -154,7 +154,7 @@ static void test_precision_knob(void **state)
         assert_null(strstr(t.argv.v[i], "bf16"));
     assert_null(env_get(&t.env, "AUTOBATCH_PRECISION"));
     inject_trial_release(&t);
-    ctx.set_precision = 1;
+    ctx.set_extra = KNOB_BIT(KNOB_PRECISION);
     assert_int_equal(inject_build(&ctx, cmd, envp, &c, &t, err, sizeof err), 0);
     expect(&t.argv, (const char *[]){ "python3", "train.py", "--per_device_train_batch_size", "2",
                                       "--gradient_accumulation_steps", "1", "--max_steps", "7",
@@ -163,8 +163,8 @@ static void test_precision_knob(void **state)
     inject_trial_release(&t);
     /* the 8-bit optimizer likewise: --optim adamw_bnb_8bit once turned on */
     assert_string_equal(hf.knobs[KNOB_OPTIM8BIT].where, "--optim");
-    c.optim8bit = 1;
-    ctx.set_optim8bit = 1;
+    c.extra |= KNOB_BIT(KNOB_OPTIM8BIT);
+    ctx.set_extra |= KNOB_BIT(KNOB_OPTIM8BIT);
     assert_int_equal(inject_build(&ctx, cmd, envp, &c, &t, err, sizeof err), 0);
     expect(&t.argv, (const char *[]){ "python3", "train.py", "--per_device_train_batch_size", "2",
                                       "--gradient_accumulation_steps", "1", "--max_steps", "7",
@@ -185,7 +185,7 @@ static void test_hydra_overrides(void **state)
     struct preset f5 = load_preset("f5-tts");
     struct inject_ctx ctx = { .preset = &f5, .set_checkpointing = 1, .max_steps = 7, .trial_id = 1,
                               .world_size = 1, .output_dir = "/tmp/scratch/out" };
-    struct inject_candidate c = { 19200, 2, 1, 0, 0 };
+    struct inject_candidate c = { 19200, 2, 1, 0 };
     struct inject_trial t = INJECT_TRIAL_INIT;
     char err[256];
     assert_int_equal(inject_build(&ctx, cmd, NULL, &c, &t, err, sizeof err), 0);
@@ -236,7 +236,7 @@ static void test_config_copy(void **state)
     struct preset ds = load_preset("deepspeed");
     struct inject_ctx ctx = { .preset = &ds, .max_steps = 7, .trial_id = 5, .world_size = 2,
                               .config_path = path, .config = &cf };
-    struct inject_candidate c = { 16, 4, 0, 0, 0 };
+    struct inject_candidate c = { 16, 4, 0, 0 };
     struct inject_trial t = INJECT_TRIAL_INIT;
     assert_int_equal(inject_build(&ctx, cmd, NULL, &c, &t, err, sizeof err), 0);
     assert_non_null(t.tmp_config);

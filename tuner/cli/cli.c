@@ -147,8 +147,9 @@ static const char cli_usage[] =
 "  --checkpointing off|on|both  try activation checkpointing (default: leave it;\n"
 "                        turned on when micro_batch=1 fits nowhere without it)\n"
 "  --allow LIST          when micro_batch=1 fits nowhere, may also turn on these\n"
-"                        knobs, which change numerics (never without this):\n"
-"                        precision (bf16 mixed precision), optim8bit (8-bit AdamW)\n"
+"                        knobs (never without this): sharding (FSDP, ZeRO-3;\n"
+"                        several ranks), precision (bf16 mixed precision),\n"
+"                        optim8bit (8-bit AdamW)\n"
 "  --global-batch N      keep micro x grad-accum x world size = N\n"
 "  --world-size N        data-parallel ranks the command starts (default 1)\n"
 "  --headroom PCT        keep PCT percent of device memory free (default 0)\n"
@@ -442,17 +443,18 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_ALLOW: {
         char buf[256], *save = NULL;
         if (strlen(arg) >= sizeof buf || !*arg)
-            return cli_bad("--allow '%s': a list of knobs that change numerics, e.g. precision",
-                           arg);
+            return cli_bad("--allow '%s': a list of knobs, e.g. precision,optim8bit", arg);
         snprintf(buf, sizeof buf, "%s", arg);
         for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             if (!strcmp(t, "precision"))
-                p->allow_precision = 1;
+                p->allowed |= KNOB_BIT(KNOB_PRECISION);
             else if (!strcmp(t, "optim8bit"))
-                p->allow_optim8bit = 1;
+                p->allowed |= KNOB_BIT(KNOB_OPTIM8BIT);
+            else if (!strcmp(t, "sharding"))
+                p->allowed |= KNOB_BIT(KNOB_SHARDING);
             else
                 return cli_bad("--allow '%s': '%s' is not a knob autobatch may turn on; use "
-                               "precision, optim8bit or both (precision,optim8bit)", arg, t);
+                               "precision, optim8bit, sharding, or a list of them", arg, t);
         }
         break;
     }

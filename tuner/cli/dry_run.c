@@ -7,6 +7,7 @@
  * word quoted for the shell; then thrown away.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -15,9 +16,54 @@
 #include "control/session.h"
 #include "trial/leftovers.h"
 #include "util/strvec.h"
+#include "cfile.h"
 #include "inject.h"
 
 extern char **environ;
+
+/* The knobs --allow gave: where each would go if micro_batch=1 fits
+ * nowhere (docs/knobs.md), read back from a trial built with it on. */
+static int dry_run_extra(struct session *s)
+{
+    struct inject_ctx *ctx = &s->ctx;
+    const struct plan *plan = s->plan;
+    const struct preset *p = &s->setup.preset;
+    unsigned keep = ctx->set_extra;
+    for (int id = 0; id < KNOB_COUNT; id++) {
+        const struct preset_knob *k = &p->knobs[id];
+        if (!(plan->allowed & KNOB_BIT(id)) || k->via == VIA_NONE)
+            continue;
+        struct inject_candidate cand = { .micro_batch = plan->batch_min, .grad_accum = 1,
+                                         .extra = KNOB_BIT(id) };
+        struct inject_trial t = INJECT_TRIAL_INIT;
+        char err[512], val[256] = "?";
+        ctx->set_extra = KNOB_BIT(id);
+        int bad = inject_build(ctx, plan->command, environ, &cand, &t, err, sizeof err);
+        ctx->set_extra = keep;
+        if (bad) {
+            cli_error("--allow %s: %s", preset_knob_name(id), err);
+            return -1;
+        }
+        if (k->via == VIA_CONFIG && t.tmp_config) {
+            struct cfile f = CFILE_INIT;
+            char *v = NULL;
+            if (!cfile_load(&f, t.tmp_config, err, sizeof err)) {
+                if (cfile_get(&f, k->where, &v, err, sizeof err) == CEDIT_OK)
+                    snprintf(val, sizeof val, "%s", v);
+                free(v);
+                cfile_release(&f);
+            }
+            printf("# --allow %s, if micro_batch=1 fits nowhere: %s = %s in the patched copy of "
+                   "%s\n", preset_knob_name(id), k->where, val, ctx->config_path);
+        } else {
+            inject_knob_text(ctx, k, (enum knob_id)id, &cand, val, sizeof val);
+            printf("# --allow %s, if micro_batch=1 fits nowhere: %s%s%s\n", preset_knob_name(id),
+                   k->where, k->via == VIA_FLAG ? " " : "=", val);
+        }
+        inject_trial_release(&t);
+    }
+    return 0;
+}
 
 int dry_run_print(struct session *s)
 {
@@ -71,5 +117,5 @@ int dry_run_print(struct session *s)
         leftovers_remove_tree(wd);
     }
     ctx->workdir = NULL;
-    return 0;
+    return dry_run_extra(s);
 }

@@ -156,7 +156,7 @@ int main(int argc, char **argv)
         struct inject_candidate best = { .micro_batch = b->micro_batch,
                                          .grad_accum = b->grad_accum,
                                          .checkpointing = b->checkpointing,
-                                         .precision = b->precision, .optim8bit = b->optim8bit };
+                                         .extra = b->extra };
         struct writeback_out wo = { ab_writeback_line, say };
         if (writeback_choice(&plan, &s.setup, &s.ctx, &best, res, &wo))
             status = res->exit_status = AB_EXIT_USAGE;

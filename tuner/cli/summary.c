@@ -225,8 +225,12 @@ void summary_say(FILE *say, const struct session *s, const struct tune_run *run,
             summary_line(stderr, "nothing fits: %s", what);
             summary_line(stderr, "%s", next);
         } else {
+            int ckpt = 0;
+            for (size_t i = 0; i < res->ntrials; i++)
+                ckpt |= res->trials[i].checkpointing;
             summary_line(stderr, "nothing fits: the smallest candidate ran out of memory; lower "
-                            "the model's memory use or try --checkpointing on");
+                            "the model's memory use%s", ckpt ? " (checkpointing did not make it fit)"
+                                                         : " or try --checkpointing on");
         }
         free(what);
         free(next);

@@ -39,8 +39,7 @@ void choose_collect_cells(const struct space *sp, struct results *res)
         for (size_t k = 0; k < res->ntrials; k++)
             own += res->trials[k].grad_accum == c->grad_accum &&
                    res->trials[k].checkpointing == c->checkpointing &&
-                   res->trials[k].precision == last->precision &&
-                   res->trials[k].optim8bit == last->optim8bit;
+                   res->trials[k].extra == last->extra;
         long mf = search_max_fit(&c->search);
         struct results_cell rc = {
             .grad_accum = c->grad_accum, .checkpointing = c->checkpointing, .max_fit = mf,

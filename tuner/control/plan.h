@@ -46,8 +46,8 @@ struct plan {
     double confirm_s;
     int no_confirm;
     int full_trials;          /**< --full-trials: no memory-only boundary trials */
-    int allow_precision;      /**< --allow precision: bf16 mixed precision may be turned on */
-    int allow_optim8bit;      /**< --allow optim8bit: an 8-bit optimizer may be turned on */
+    unsigned allowed;         /**< --allow: KNOB_BITs that may be turned on (precision,
+                                   optim8bit, sharding) when batch 1 fits nowhere */
     const char *worst_case;   /**< --worst-case off|auto|scan (auto) */
     double worst_case_scan_s; /**< --worst-case-scan D: the bound on a scan (30 s) */
     int no_probe;             /**< --no-probe */

@@ -211,8 +211,9 @@ static int session_results(struct session *s)
     }
     res->ckpt_off = s->so.ckpt_off;
     res->ckpt_on = s->so.ckpt_on;
-    res->allow_precision = plan->allow_precision;
-    res->allow_optim8bit = plan->allow_optim8bit;
+    for (int id = 0, n = 0; id < KNOB_COUNT && n < 3; id++)
+        if (plan->allowed & KNOB_BIT(id))
+            res->allowed[n++] = preset_knob_name(id);
     res->settings = (struct results_settings){
         .known = 1, .steps = plan->steps, .warmup = plan->warmup, .confirm = !plan->no_confirm,
         .confirm_steps = plan->confirm_steps, .confirm_s = plan->confirm_s,
@@ -354,6 +355,17 @@ static const char *session_replay(struct session *s)
     return NULL;
 }
 
+/* An allowed knob that cannot be tried: one line, and knobs.skipped. */
+static void session_skip(struct session *s, const struct tune_view *v, enum knob_id id,
+                         const char *why, const char *what)
+{
+    size_t n = strlen(s->res.skipped);
+    snprintf(s->res.skipped + n, sizeof s->res.skipped - n, "%s%s: %s", n ? "; " : "",
+             preset_knob_name(id), why);
+    s->skipped |= KNOB_BIT(id);
+    tune_view_say(v, TUNE_NOTE, "--allow %s: %s, so %s", preset_knob_name(id), why, what);
+}
+
 /* Can the command's Python import module?  1 yes, 0 no, -1 no Python
  * found to ask: the command is not python* itself, nor a Python launcher
  * (accelerate, torchrun, deepspeed), whose python3 is the one beside it
@@ -440,19 +452,18 @@ enum session_status session_arm(struct session *s, const struct tune_view *v)
     const char *bad = session_replay(s);
     if (bad)
         return SESSION_FAIL(v, "%s", bad);
-    /* --allow optim8bit: bitsandbytes must import where the trainer runs;
-     * a command whose Python is not known is taken at its word. */
-    if (plan->allow_optim8bit) {
-        int got = session_imports(plan->command, "bitsandbytes");
-        s->optim8bit_ok = got != 0;
-        if (!got) {
-            snprintf(res->skipped, sizeof res->skipped, "optim8bit: the command's Python "
-                     "cannot import bitsandbytes");
-            tune_view_say(v, TUNE_NOTE, "--allow optim8bit: the command's Python cannot import "
-                                        "bitsandbytes, so 8-bit optimizers are skipped (pip "
-                                        "install bitsandbytes where the trainer runs)");
-        }
-    }
+    /* --allow optim8bit: bitsandbytes must import where the trainer runs
+     * (a command whose Python is not known is taken at its word);
+     * --allow sharding: several ranks to shard over. */
+    if ((plan->allowed & KNOB_BIT(KNOB_OPTIM8BIT)) &&
+        !session_imports(plan->command, "bitsandbytes"))
+        session_skip(s, v, KNOB_OPTIM8BIT, "the command's Python cannot import bitsandbytes",
+                     "8-bit optimizers are skipped (pip install bitsandbytes where the trainer "
+                     "runs)");
+    if ((plan->allowed & KNOB_BIT(KNOB_SHARDING)) && plan->world_size <= 1)
+        session_skip(s, v, KNOB_SHARDING, "the command runs one rank (--world-size 1)",
+                     "sharding is skipped (it needs several ranks; give --world-size N for a "
+                     "job that starts N)");
     return SESSION_OK;
 }
 
@@ -483,30 +494,47 @@ static const struct session_rung {
     enum knob_id id;
     const char *what;
     int beyond;
+    int numerics;  /**< changes the numbers the model computes */
 } session_rungs[] = {
-    { KNOB_CHECKPOINTING, "activation checkpointing", 0 },
-    { KNOB_PRECISION, "bf16 mixed precision", 0 },
-    { KNOB_OPTIM8BIT, "an 8-bit optimizer", 1 },
+    { KNOB_CHECKPOINTING, "activation checkpointing", 0, 0 },
+    { KNOB_SHARDING, "sharding over the ranks", 1, 0 },
+    { KNOB_PRECISION, "bf16 mixed precision", 0, 1 },
+    { KNOB_OPTIM8BIT, "an 8-bit optimizer", 1, 1 },
 };
 
-static int *session_rung_on(struct session *s, enum knob_id id)
+static int session_rung_is_on(const struct session *s, enum knob_id id)
 {
-    return id == KNOB_CHECKPOINTING ? &s->ctx.set_checkpointing
-         : id == KNOB_PRECISION ? &s->ctx.set_precision : &s->ctx.set_optim8bit;
+    return id == KNOB_CHECKPOINTING ? s->ctx.set_checkpointing
+                                    : (s->ctx.set_extra & KNOB_BIT(id)) != 0;
 }
 
-/* 1 when the run may turn knob id on (placed, and allowed where it
- * changes numerics); 2 when only --allow is missing. */
+/* 1 when the run may turn knob id on (placed, allowed, and not skipped
+ * before the first trial); 2 when only --allow is missing. */
 static int session_rung_may(const struct session *s, enum knob_id id)
 {
-    const struct plan *plan = s->plan;
     if (id == KNOB_CHECKPOINTING)
         return s->setup.ckpt_spare;
     if (s->setup.preset.knobs[id].via == VIA_NONE)
         return 0;
-    if (id == KNOB_PRECISION)
-        return plan->allow_precision ? 1 : 2;
-    return !plan->allow_optim8bit ? 2 : s->optim8bit_ok;
+    if (id == KNOB_SHARDING && s->plan->world_size <= 1)
+        return 0; /* one rank: nothing to shard over */
+    if (!(s->plan->allowed & KNOB_BIT(id)))
+        return 2;
+    return !(s->skipped & KNOB_BIT(id));
+}
+
+/* Would the weights, gradients and optimizer state fit with knob id on?
+ * Sharding splits all three over the ranks; an 8-bit optimizer keeps a
+ * quarter of the state. */
+static int session_rung_room(const struct session *s, enum knob_id id,
+                             const struct results_nofit *f)
+{
+    long world = s->plan->world_size > 1 ? s->plan->world_size : 1;
+    if (f->optim < 0 || f->capacity <= 0)
+        return 0;
+    if (id == KNOB_SHARDING)
+        return (f->params + f->grads + f->optim) / world < f->capacity;
+    return id == KNOB_OPTIM8BIT && f->params + f->grads + f->optim / 4 < f->capacity;
 }
 
 /* Turn one knob on and start a new space (session_escalate). */
@@ -519,7 +547,10 @@ static int session_turn_on(struct session *s, struct tune_run *run,
     struct results_turned *t = &res->turned_on[res->nturned_on++];
     t->knob = preset_knob_name(rung->id);
     snprintf(t->why, sizeof t->why, "%s", why);
-    *session_rung_on(s, rung->id) = 1;
+    if (rung->id == KNOB_CHECKPOINTING)
+        s->ctx.set_checkpointing = 1;
+    else
+        s->ctx.set_extra |= KNOB_BIT(rung->id);
     if (rung->id == KNOB_CHECKPOINTING) {
         s->so.ckpt_off = 0;
         s->so.ckpt_on = s->so.ckpt_forced = 1;
@@ -531,9 +562,10 @@ static int session_turn_on(struct session *s, struct tune_run *run,
         s->so.ckpt_off = s->so.ckpt_on = 1;
         s->so.ckpt_forced = 0;
     }
-    tune_view_say(v, TUNE_NOTE, "%s; searching again with %s on%s", why, rung->what,
-                  rung->id == KNOB_PRECISION ? " (--allow precision)"
-                  : rung->id == KNOB_OPTIM8BIT ? " (--allow optim8bit)" : "");
+    tune_view_say(v, TUNE_NOTE, "%s; searching again with %s on%s%s%s", why, rung->what,
+                  rung->id == KNOB_CHECKPOINTING ? "" : " (--allow ",
+                  rung->id == KNOB_CHECKPOINTING ? "" : preset_knob_name(rung->id),
+                  rung->id == KNOB_CHECKPOINTING ? "" : ")");
     /* The replay's recordings belong to the space they guided. */
     if (s->replay) {
         guide_release(&s->guide);
@@ -581,7 +613,6 @@ int session_escalate(struct session *s, struct tune_run *run, const struct tune_
     struct results_nofit f;
     res->capacity = choose_memory_limit(&s->gpu, &s->space, (double)plan->trial_mem_limit);
     int beyond = results_nofit_split(res, &f) && f.exceeds == 1;
-    int quarter = beyond && f.optim > 0 && f.params + f.grads + f.optim / 4 < f.capacity;
     const struct preset *p = &s->setup.preset;
     /* Said with the failure's breakdown when the probe gave one. */
     char why[512];
@@ -591,32 +622,36 @@ int session_escalate(struct session *s, struct tune_run *run, const struct tune_
     json_decref(fj);
     const char *parts = what && strstr(what, ": ") ? strstr(what, ": ") + 2 : what;
     snprintf(why, sizeof why, "micro_batch=%ld fits in no cell with %s%s%s%s", plan->batch_min,
-             s->ctx.set_checkpointing || s->ctx.set_precision || s->ctx.set_optim8bit
-                 ? "what is on"
+             s->ctx.set_checkpointing || s->ctx.set_extra ? "what is on"
                                                               : "the command's own settings",
              parts ? " (" : "", parts ? parts : "", parts ? ")" : "");
     free(what);
     free(next);
     /* The next rung that may help; else what --allow would add. */
-    char names[64] = "", tries[256] = "";
-    int nallow = 0;
+    const struct session_rung *ask[sizeof session_rungs / sizeof *session_rungs];
+    size_t nask = 0;
     for (size_t i = 0; i < sizeof session_rungs / sizeof *session_rungs; i++) {
         const struct session_rung *rg = &session_rungs[i];
         int may = session_rung_may(s, rg->id);
-        if (*session_rung_on(s, rg->id) || !may || (beyond && !(rg->beyond && quarter)))
+        if (session_rung_is_on(s, rg->id) || !may ||
+            (beyond && !(rg->beyond && session_rung_room(s, rg->id, &f))))
             continue;
         if (may == 1)
             return session_turn_on(s, run, rg, why, v);
-        const struct preset_knob *k = &p->knobs[rg->id];
-        size_t nn = strlen(names), nt = strlen(tries);
-        snprintf(names + nn, sizeof names - nn, "%s%s", nallow ? "," : "", preset_knob_name(rg->id));
-        snprintf(tries + nt, sizeof tries - nt, "%s%s (%s %s)", nallow ? " and " : "", rg->what,
-                 k->where, k->spell_true ? k->spell_true : "true");
-        nallow++;
+        ask[nask++] = rg;
     }
-    if (nallow)
-        tune_view_say(v, TUNE_NOTE, "%s; --allow %s would let autobatch try %s, which change%s "
-                                    "numerics", why, names, tries, nallow > 1 ? "" : "s");
+    char names[64] = "", tries[384] = "";
+    for (size_t i = 0; i < nask; i++) {
+        const struct preset_knob *k = &p->knobs[ask[i]->id];
+        size_t nn = strlen(names), nt = strlen(tries);
+        snprintf(names + nn, sizeof names - nn, "%s%s", i ? "," : "", preset_knob_name(ask[i]->id));
+        snprintf(tries + nt, sizeof tries - nt, "%s%s (%s %s%s)",
+                 !i ? "" : i + 1 == nask ? " and " : ", ", ask[i]->what, k->where,
+                 k->spell_true ? k->spell_true : "true", ask[i]->numerics ? "; changes numerics" : "");
+    }
+    if (nask)
+        tune_view_say(v, TUNE_NOTE, "%s; --allow %s would let autobatch try %s", why, names,
+                      tries);
     return 0;
 }
 

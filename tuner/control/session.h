@@ -80,7 +80,7 @@ struct session {
     struct guide guide;
     int replay;                    /**< the replay guides the search: --replay, or by default */
     int replay_cpu;                /**< the replay measures VmPeak under --trial-memory-limit */
-    int optim8bit_ok;              /**< --allow optim8bit, and its package imports (session_arm) */
+    unsigned skipped;              /**< KNOB_BITs allowed but skipped before the first trial */
 };
 
 /** Steps 1 and 3 above; view->line gets the notes and the error. */

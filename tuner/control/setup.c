@@ -221,19 +221,21 @@ static int setup_check_knobs(const struct plan *plan, const struct setup *s, cha
                    "--knob checkpointing=WHERE", p->name);
         return -1;
     }
-    if (plan->allow_precision && p->knobs[KNOB_PRECISION].via == VIA_NONE) {
-        errbuf_set(err, errlen,
-                   "--allow precision: preset '%s' has no place for mixed precision, so the "
-                   "trainer would never see it; drop --allow precision or say where it lives "
-                   "with --knob precision=WHERE (e.g. --knob precision=--bf16)", p->name);
-        return -1;
-    }
-    if (plan->allow_optim8bit && p->knobs[KNOB_OPTIM8BIT].via == VIA_NONE) {
-        errbuf_set(err, errlen,
-                   "--allow optim8bit: preset '%s' has no place for the optimizer, so the "
-                   "trainer would never see it; drop --allow optim8bit or say where it lives "
-                   "with --knob optim8bit=WHERE (e.g. --knob optim8bit=--optim)", p->name);
-        return -1;
+    static const struct { enum knob_id id; const char *what, *eg; } allow[] = {
+        { KNOB_PRECISION, "mixed precision", "--bf16" },
+        { KNOB_OPTIM8BIT, "the optimizer", "--optim" },
+        { KNOB_SHARDING, "sharding", "--fsdp" },
+    };
+    for (size_t i = 0; i < sizeof allow / sizeof *allow; i++) {
+        const char *n = preset_knob_name(allow[i].id);
+        if ((plan->allowed & KNOB_BIT(allow[i].id)) && p->knobs[allow[i].id].via == VIA_NONE) {
+            errbuf_set(err, errlen,
+                       "--allow %s: preset '%s' has no place for %s, so the trainer would "
+                       "never see it; drop --allow %s or say where it lives with --knob "
+                       "%s=WHERE (e.g. --knob %s=%s)", n, p->name, allow[i].what, n, n, n,
+                       allow[i].eg);
+            return -1;
+        }
     }
     struct trainlog_rules rules = setup_log_rules(p);
     struct trainlog tl;

@@ -207,7 +207,7 @@ int tune_knob_check(struct tune_run *r)
         for (size_t i = 0; i < r->res->ntrials; i++) {
             const struct results_trial *u = &r->res->trials[i];
             if (u->grad_accum != c->grad_accum || u->checkpointing != c->checkpointing ||
-                u->precision != r->ctx->set_precision || u->optim8bit != r->ctx->set_optim8bit)
+                u->extra != r->ctx->set_extra)
                 continue;
             failed |= u->outcome != TRIAL_FIT && u->outcome != TRIAL_INTERRUPTED;
             seen |= u->loader_batch > 0 || u->batch_seen > 0;
@@ -261,8 +261,7 @@ static const struct results_trial *tune_batch_unseen(const struct tune_run *r,
     for (size_t i = 0; i < r->res->ntrials; i++) {
         const struct results_trial *u = &r->res->trials[i];
         if (u->id == t->id || u->outcome != TRIAL_FIT || u->grad_accum != t->grad_accum ||
-            u->checkpointing != t->checkpointing || u->precision != t->precision ||
-            u->optim8bit != t->optim8bit ||
+            u->checkpointing != t->checkpointing || u->extra != t->extra ||
             u->batch_seen != t->batch_seen ||
             u->batch_seen == u->micro_batch)
             continue;
@@ -498,8 +497,7 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
     ctx->workdir = setup->preset.config_fixed ? j->wd : NULL;
     struct inject_candidate cand = { .micro_batch = value, .grad_accum = cell->grad_accum,
                                      .checkpointing = cell->checkpointing,
-                                     .precision = ctx->set_precision,
-                                     .optim8bit = ctx->set_optim8bit };
+                                     .extra = ctx->set_extra };
     char err[512];
     struct inject_trial t0 = INJECT_TRIAL_INIT;
     j->t = t0;
@@ -710,8 +708,7 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     }
     struct results_trial rt = {
         .id = j->id, .micro_batch = value, .grad_accum = cell->grad_accum,
-        .checkpointing = cell->checkpointing, .precision = r->ctx->set_precision,
-        .optim8bit = r->ctx->set_optim8bit,
+        .checkpointing = cell->checkpointing, .extra = r->ctx->set_extra,
         .outcome = tr->outcome, .exit_code = tr->exit_code, .signal = tr->signal,
         .wall_s = tr->wall_s, .teardown_s = tr->teardown_s > 0 ? tr->teardown_s : -1,
         .steps_measured = tr->steps_measured, .step_time_s = tr->step_time_s,

@@ -134,19 +134,27 @@ int writeback_choice(const struct plan *plan, struct setup *s, struct inject_ctx
     for (int id = 0; id < KNOB_COUNT; id++) {
         const struct preset_knob *k = &p->knobs[id];
         if (id == KNOB_MAX_STEPS || (id == KNOB_CHECKPOINTING && !ctx->set_checkpointing) ||
-            (id == KNOB_PRECISION && !ctx->set_precision) ||
-            (id == KNOB_OPTIM8BIT && !ctx->set_optim8bit) || p->knobs[id].via == VIA_NONE)
+            ((id == KNOB_PRECISION || id == KNOB_OPTIM8BIT || id == KNOB_SHARDING) &&
+             !(ctx->set_extra & KNOB_BIT(id))) || p->knobs[id].via == VIA_NONE)
             continue;
         char val[64], piece[256] = "";
         if (id == KNOB_OUTPUT_DIR)
             continue;
         inject_knob_text(ctx, k, id, best, val, sizeof val);
+        char word[160]; /* val as the shell takes it ('full_shard auto_wrap') */
+        FILE *wf = fmemopen(word, sizeof word, "w");
+        if (wf) {
+            strvec_shell_word(wf, val);
+            fclose(wf);
+        } else {
+            snprintf(word, sizeof word, "%s", val);
+        }
         if (k->via == VIA_FLAG)
-            snprintf(piece, sizeof piece, " %s %s", k->where, val);
+            snprintf(piece, sizeof piece, " %s %s", k->where, word);
         else if (k->via == VIA_OVERRIDE && !s->have_config)
-            snprintf(piece, sizeof piece, " %s=%s", k->where, val);
+            snprintf(piece, sizeof piece, " %s=%s", k->where, word);
         else if (k->via == VIA_ENV)
-            snprintf(piece, sizeof piece, " %s=%s (environment)", k->where, val);
+            snprintf(piece, sizeof piece, " %s=%s (environment)", k->where, word);
         strncat(line, piece, sizeof line - strlen(line) - 1);
         nomem |= k->via == VIA_FLAG ? inject_set_flag(&argv, k->where, val)
                : k->via == VIA_OVERRIDE && !s->have_config ? inject_set_override(&argv, k->where, val)

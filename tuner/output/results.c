@@ -18,6 +18,7 @@
 #include "util/afile.h"
 #include "util/tclean.h"
 #include "util/errbuf.h"
+#include "preset.h"
 
 int results_init(struct results *r, char *const *argv)
 {
@@ -245,16 +246,27 @@ static json_t *str_or_null(const char *s)
     return s ? json_string(s) : json_null();
 }
 
+/* The knobs turned on beyond the search (docs/knobs.md), into o. */
+static void results_extra_json(json_t *o, unsigned extra)
+{
+    if (!o)
+        return;
+    json_object_set_new(o, "precision",
+                        json_string(extra & KNOB_BIT(KNOB_PRECISION) ? "bf16" : "unchanged"));
+    json_object_set_new(o, "optim8bit", json_boolean(extra & KNOB_BIT(KNOB_OPTIM8BIT)));
+    json_object_set_new(o, "sharding", json_boolean(extra & KNOB_BIT(KNOB_SHARDING)));
+}
+
 static json_t *results_point(const struct results_trial *t)
 {
-    return json_pack("{s:I, s:I, s:b, s:s, s:b, s:o, s:o}",
-                     "micro_batch", (json_int_t)t->micro_batch,
-                     "grad_accum", (json_int_t)t->grad_accum,
-                     "checkpointing", t->checkpointing,
-                     "precision", t->precision ? "bf16" : "unchanged",
-                     "optim8bit", t->optim8bit,
-                     "samples_per_s", num_or_null(t->samples_per_s),
-                     "peak_mem_bytes", int_or_null(t->peak_mem_bytes));
+    json_t *o = json_pack("{s:I, s:I, s:b, s:o, s:o}",
+                          "micro_batch", (json_int_t)t->micro_batch,
+                          "grad_accum", (json_int_t)t->grad_accum,
+                          "checkpointing", t->checkpointing,
+                          "samples_per_s", num_or_null(t->samples_per_s),
+                          "peak_mem_bytes", int_or_null(t->peak_mem_bytes));
+    results_extra_json(o, t->extra);
+    return o;
 }
 
 static json_t *pos_or_null(long long v)
@@ -387,8 +399,7 @@ json_t *results_trial_json(const struct results_trial *t)
         json_object_set_new(o, "shared", json_true());
     if (t->memory_only)
         json_object_set_new(o, "memory_only", json_true());
-    json_object_set_new(o, "precision", json_string(t->precision ? "bf16" : "unchanged"));
-    json_object_set_new(o, "optim8bit", json_boolean(t->optim8bit));
+    results_extra_json(o, t->extra);
     json_object_set_new(o, "steps_from", str_or_null(t->steps_from));
     if (t->probe_processes > 0) {
         json_t *pr = json_pack("{s:s, s:s, s:i, s:o, s:o, s:o, s:o}",
@@ -586,7 +597,7 @@ int results_nofit_split(const struct results *r, struct results_nofit *f)
     f->exceeds = f->capacity > 0 ? f->total > f->capacity : -1;
     for (size_t i = 0; i < r->ntrials; i++) {
         f->ckpt_tried |= r->trials[i].checkpointing;
-        f->prec_tried |= r->trials[i].precision;
+        f->prec_tried |= (r->trials[i].extra & KNOB_BIT(KNOB_PRECISION)) != 0;
     }
     /* Checkpointing saves activations only: worth a try when the rest
      * leaves room for some, and not tried yet. */
@@ -676,8 +687,7 @@ int results_any_fit(const struct results *r)
 int results_same_config(const struct results_trial *a, const struct results_trial *b)
 {
     return a->micro_batch == b->micro_batch && a->grad_accum == b->grad_accum &&
-           a->checkpointing == b->checkpointing && a->precision == b->precision &&
-           a->optim8bit == b->optim8bit;
+           a->checkpointing == b->checkpointing && a->extra == b->extra;
 }
 
 double results_speed(const struct results *r, const struct results_trial *t)
@@ -730,10 +740,8 @@ static json_t *results_choice(const struct results *r)
 static json_t *results_knobs_json(const struct results *r)
 {
     json_t *allowed = json_array(), *on = json_array();
-    if (r->allow_precision)
-        json_array_append_new(allowed, json_string("precision"));
-    if (r->allow_optim8bit)
-        json_array_append_new(allowed, json_string("optim8bit"));
+    for (int i = 0; i < 4 && r->allowed[i]; i++)
+        json_array_append_new(allowed, json_string(r->allowed[i]));
     for (int i = 0; i < r->nturned_on; i++)
         json_array_append_new(on, json_pack("{s:s, s:s, s:s?}", "knob", r->turned_on[i].knob,
                                             "why", r->turned_on[i].why, "outcome",

@@ -51,8 +51,8 @@ struct results_trial {
     long round;             /**< --gpus: the round it ran in; 0: trials ran one at a time */
     char devices[128];      /**< --gpus / Slurm: the CUDA_VISIBLE_DEVICES it got, or "" */
     int shared;             /**< it ran beside other trials: its speed is not kept */
-    int precision;          /**< bf16 mixed precision turned on (--allow precision) */
-    int optim8bit;          /**< an 8-bit optimizer turned on (--allow optim8bit) */
+    unsigned extra;         /**< knobs turned on beyond the search (KNOB_BIT of
+                                 KNOB_PRECISION, KNOB_OPTIM8BIT, KNOB_SHARDING) */
     int memory_only;        /**< a boundary trial that ended at the probe's second
                                  optimizer step: memory only, no speed */
     /* What the model itself got, from the probe (results_trial_seen()); 0: null. */
@@ -163,13 +163,13 @@ struct results {
      *  that change numerics the user allowed (--allow), and which the run
      *  turned on because micro_batch=1 fitted nowhere without them, in
      *  order, each with why (session_escalate). */
-    int allow_precision, allow_optim8bit;
-    char skipped[256];       /**< an allowed knob skipped before the first trial, and why; "" none */
+    const char *allowed[4];  /**< the knobs --allow gave, by name; NULL-ended */
+    char skipped[512];       /**< allowed knobs skipped before the first trial, and why; "" none */
     struct results_turned {
         const char *knob;
         char why[512];
         const char *outcome; /**< "fits", "nothing fits", "command failed" */
-    } turned_on[3];
+    } turned_on[4];
     int nturned_on;
     int warm_start;          /**< the search started from the cache's boundaries */
     const char *cache_key;   /**< the warm start's cache entry (16 hex digits), or NULL */

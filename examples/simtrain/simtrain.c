@@ -953,22 +953,18 @@ static void parse_argv(int argc, char **argv, struct pending *pd)
             }
 
             /* HF's --optim NAME: an 8-bit one (adamw_bnb_8bit, ...)
-             * keeps a quarter of the optimizer state. */
-            if (nlen == 5 && !strncmp(name, "optim", 5)) {
+             * keeps a quarter of the optimizer state.  HF's --fsdp
+             * "full_shard ...": weights, gradients and optimizer state
+             * sharded over the ranks. */
+            int optim = nlen == 5 && !strncmp(name, "optim", 5);
+            if (optim || (nlen == 4 && !strncmp(name, "fsdp", 4))) {
                 const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
                 if (!v)
-                    die_usage("argument --optim: expected one argument");
-                O.optim8bit = strstr(v, "8bit") != NULL;
-                continue;
-            }
-
-            /* HF's --fsdp "full_shard ...": weights, gradients and
-             * optimizer state sharded over the ranks. */
-            if (nlen == 4 && !strncmp(name, "fsdp", 4)) {
-                const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
-                if (!v)
-                    die_usage("argument --fsdp: expected one argument");
-                O.fsdp = strstr(v, "full_shard") != NULL;
+                    die_usage("argument --%.*s: expected one argument", (int)nlen, name);
+                if (optim)
+                    O.optim8bit = strstr(v, "8bit") != NULL;
+                else
+                    O.fsdp = strstr(v, "full_shard") != NULL;
                 continue;
             }
 

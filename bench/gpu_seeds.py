@@ -20,6 +20,7 @@ the projects' published configs, with random weights and synthetic data
 
 Subcommands as in bench/gpu_verify.py (train, bisect, hold, run).
 """
+import json
 import os
 import sys
 
@@ -38,11 +39,18 @@ gv.MODELS.update({
                dict(d=64, layers=2, heads=4, ffn=128, books=3, vocab=64, enc=8, prompt=8, frames=40)),
     "orpheus": ("llama", True, dict(d=3072, layers=28, heads=24, kv=8, ffn=8192, vocab=156940, seq=1024, rank=64),
                 dict(d=64, layers=2, heads=4, kv=2, ffn=128, vocab=1000, seq=64, rank=8)),
+    # Orpheus's full fine-tune (issue 29): the same 3B Llama, every weight
+    # training in fp32 with AdamW, its published 1024-token sequences.
+    "orpheus-full": ("llama", False, dict(d=3072, layers=28, heads=24, kv=8, ffn=8192, vocab=156940, seq=1024,
+                                          rank=0),
+                     dict(d=64, layers=2, heads=4, kv=2, ffn=128, vocab=1000, seq=64, rank=0)),
 })
 gv.STEP.update({"f5": 600})
 gv.STEP_DRY.update({"f5": 32})
-gv.RANGE.update({"f5": (600, 60000, 6000), "parler": (1, 128, 8), "orpheus": (1, 64, 4)})
-gv.RANGE_DRY.update({"f5": (32, 2048, 192), "parler": (1, 64, 6), "orpheus": (1, 64, 6)})
+gv.RANGE.update({"f5": (600, 60000, 6000), "parler": (1, 128, 8), "orpheus": (1, 64, 4),
+                 "orpheus-full": (1, 8, 2)})
+gv.RANGE_DRY.update({"f5": (32, 2048, 192), "parler": (1, 64, 6), "orpheus": (1, 64, 6),
+                     "orpheus-full": (1, 8, 2)})
 
 
 def _attention(torch, q, k, v, causal):
@@ -228,24 +236,26 @@ def build_llama(torch, c, ckpt, dev):
     nn, F = torch.nn, torch.nn.functional
     D, H, KV, R = c["d"], c["heads"], c["kv"], c["rank"]
     hd = D // H
-    wdt = torch.bfloat16 if dev == "cuda" else torch.float32
+    full = R == 0   # rank 0: a full fine-tune, fp32 weights that all train (HF's default)
+    wdt = torch.bfloat16 if dev == "cuda" and not full else torch.float32
 
     class LoRALinear(nn.Module):
         def __init__(self, i, o):
             super().__init__()
             self.base = nn.Linear(i, o, bias=False, device=dev, dtype=wdt)
-            self.base.weight.requires_grad_(False)
-            self.a = nn.Linear(i, R, bias=False, device=dev)
-            self.b = nn.Linear(R, o, bias=False, device=dev)
-            nn.init.zeros_(self.b.weight)
+            self.base.weight.requires_grad_(full)
+            if not full:
+                self.a = nn.Linear(i, R, bias=False, device=dev)
+                self.b = nn.Linear(R, o, bias=False, device=dev)
+                nn.init.zeros_(self.b.weight)
 
         def forward(self, x):
-            return self.base(x) + self.b(self.a(x))
+            return self.base(x) if full else self.base(x) + self.b(self.a(x))
 
     class RMS(nn.Module):
         def __init__(self):
             super().__init__()
-            self.w = nn.Parameter(torch.ones(D, device=dev, dtype=wdt), requires_grad=False)
+            self.w = nn.Parameter(torch.ones(D, device=dev, dtype=wdt), requires_grad=full)
 
         def forward(self, x):
             xf = x.float()
@@ -284,14 +294,14 @@ def build_llama(torch, c, ckpt, dev):
         def __init__(self):
             super().__init__()
             self.emb = nn.Embedding(c["vocab"], D, device=dev, dtype=wdt)
-            self.emb.weight.requires_grad_(False)
+            self.emb.weight.requires_grad_(full)
             self.layers = nn.ModuleList([Layer() for _ in range(c["layers"])])
             self.norm = RMS()
 
         def forward(self, idx):
             with _autocast(torch, dev):
                 x = self.emb(idx)
-                if ckpt:   # as HF does with gradient checkpointing on a frozen embedding
+                if ckpt and not full:   # as HF does with gradient checkpointing on a frozen embedding
                     x.requires_grad_(True)
                 L = idx.shape[1]
                 inv = 1.0 / (500000 ** (torch.arange(0, hd, 2, device=idx.device).float() / hd))
@@ -326,13 +336,63 @@ class SeedsRun(gv.Run):
         if self.dry:
             return [("f5", "default", ["fraction", "replay", "plain"]),
                     ("parler", "default", ["fraction", "replay"]),
-                    ("orpheus", "default", ["fraction", "replay"])]
-        return [("f5", "default", ["replay", "plain"]),
+                    ("orpheus", "default", ["fraction", "replay"]),
+                    ("orpheus-full", "default", ["ladder"])]
+        return [("orpheus-full", "default", ["ladder"]),
+                ("f5", "default", ["replay", "plain"]),
                 ("parler", "default", ["replay", "plain"]),
                 ("orpheus", "default", ["replay", "plain"]),
                 ("f5", "default", ["emulated"]),
                 ("parler", "default", ["emulated"]),
                 ("orpheus", "default", ["emulated"])]
+
+    def group(self, model, alloc, parts):
+        if parts != ["ladder"]:
+            return super().group(model, alloc, parts)
+        if not self.ab or self.left() < 30:
+            self.line("%s %s ladder: skipped (%s)" % (model, alloc, "no autobatch binary" if not self.ab
+                                                          else "%d s left" % self.left()))
+            return None
+        try:
+            return self.ladder(model, alloc)
+        except Exception as e:  # one part's failure must not stop the others
+            self.line("%s %s ladder: failed: %s: %s" % (model, alloc, type(e).__name__, e))
+            return None
+
+    def ladder(self, model, alloc):
+        """Beyond the batch (issue 29): autobatch on a model whose batch 1
+        may fit nowhere on the emulated card, every knob allowed; what it
+        says (the breakdown, the knobs it turned on or why none helps)."""
+        lo, hi, g = (gv.RANGE_DRY if self.dry else gv.RANGE)[model]
+        tag = "%s-%s-ladder" % (model, alloc)
+        js = os.path.join(self.work, tag + ".json")
+        argv = [self.ab, "--no-cache", "--no-confirm", "--preset", "env", "--batch", "%d:%d:%d" % (lo, hi, g),
+                "--steps", "2", "--warmup", "1", "--kill-grace", "2s", "--hang-timeout", "90s",
+                "--trial-timeout", "150s", "--budget", "%ds" % int(self.left() - 20),
+                "--allow", "precision,optim8bit,sharding", "--knob", "precision=env:AB_BF16",
+                "--knob", "optim8bit=env:AB_OPTIM8BIT", "--knob", "sharding=env:AB_SHARDING", "--json", js]
+        argv += (["--trial-memory-limit", "%dK" % (self.cell(model, alloc).get("budget", 6 << 30) // 1024)]
+                 if self.dry else ["--emulate-gpu-memory", "%dG" % self.a.budget_gib])
+        argv += ["--", self.py, self.me, "train", "--model", model] + (["--dry"] if self.dry else [])
+        rc, out, secs = self.call(argv, self.env(alloc), self.left() - 5, os.path.join(self.work, tag + ".out"))
+        said = [ln for ln in out.splitlines()
+                if ln.startswith("autobatch: ") and ("fits in no cell" in ln or "nothing fits" in ln
+                                                     or "batch is not the problem" in ln or "--allow" in ln
+                                                     or "best:" in ln or "ran out with" in ln)]
+        try:
+            doc = json.load(open(js))
+        except (OSError, ValueError):
+            doc = {}
+        r = {"rc": rc, "wall": round(secs, 1), "said": said,
+             "failure": (doc.get("memory_breakdown") or {}).get("failure"),
+             "knobs": doc.get("knobs"), "best": doc.get("best")}
+        self.cell(model, alloc)["ladder"] = r
+        self.record({"part": "ladder", "model": model, "alloc": alloc, **r})
+        self.line("%s %s ladder: exit %d, %.0f s; knobs %s; best %s" % (model, alloc, rc, secs,
+                                                                       json.dumps(r["knobs"]), json.dumps(r["best"])))
+        for ln in said:
+            self.line("   " + ln)
+        return r
 
     def hint_for_card(self, model, alloc):
         c = self.cell(model, alloc)

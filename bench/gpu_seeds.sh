@@ -7,7 +7,10 @@
 # defined inline in bench/gpu_seeds.py from the published configs with
 # random weights and synthetic data; then each model's boundary on the
 # emulated card by fresh processes (bisection under the emulation library),
-# as time allows.  The same machinery, environment and output as
+# as time allows.  First, beyond the batch (issue 29): the Orpheus 3B
+# Llama as a full fine-tune (fp32 weights, AdamW, 1024 tokens), autobatch
+# with every knob allowed; the results file quotes what it said (the
+# breakdown, the knobs it turned on, or why none helps).  The same machinery, environment and output as
 # bench/gpu_verify.sh (which it runs): $OUT/gpu-seeds-<gpu>-<date>.txt.
 #   bash bench/gpu_seeds.sh          # GPU: at most GV_LIMIT_S (300) s
 #   bash bench/gpu_seeds.sh --dry    # CPU, tiny versions, /usr/bin/python3

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * outputs: what a tuning run ends with (outputs.h), moved out of
- * subcmd.c and main.c.  outputs_check refuses before the first trial
+ * outputs: what a tuning run ends with (outputs.h).  outputs_check refuses before the first trial
  * what would fail at the end (a results or report path that cannot be
  * written, --events and --json both on stdout, a baseline that does not
  * load, a webhook URL or format that is not one) and opens the --events

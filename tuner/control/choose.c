@@ -2,9 +2,9 @@
 /*
  * choose: which measured fit autobatch recommends, and the facts behind
  * it (the runner-up and the margin, what --headroom excluded, when the
- * finalists must be measured again).  Moved out of tuner/cli/main.c so
- * that the policy has tests of its own; main.c prints what these
- * functions return, and nothing here prints (choose.h has the rules).
+ * finalists must be measured again), apart from the loop so that the
+ * policy has tests of its own; the callers word what these functions
+ * return, and nothing here prints (choose.h has the rules).
  */
 #include "control/choose.h"
 

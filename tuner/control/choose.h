@@ -12,10 +12,11 @@
  * how much it won (choose_margin), and what the headroom kept out is
  * counted (choose_excluded).
  *
- * Library code: nothing here prints.  Where the controller used to say
- * something from inside the policy, the function returns the facts (a
- * struct choose_notes, a struct choose_repeat, an enum choose_verdict)
- * and tuner/cli/main.c words them.
+ * Library code: nothing here prints.  What the user is to be told, a
+ * function returns as facts (a struct choose_notes, a struct
+ * choose_repeat, an enum choose_verdict), and the callers word them: session_answer (control/session.c) the
+ * notes, tune_loop (control/tune.c) the repeats, summary_say
+ * (cli/summary.c) the margin and what the headroom kept out.
  *
  * Life cycle: none of its own.  The caller owns the struct results and
  * struct space it passes; functions read them, and only

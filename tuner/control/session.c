@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * session: one tuning run's resources and checks (session.h), moved out
- * of tuner/cli/main.c.  session_open and session_arm take the run from
+ * session: one tuning run's resources and checks (session.h).
+ * session_open and session_arm take the run from
  * its parsed command line to the state the first trial needs, in the
  * order a user's mistakes are best reported: the set-up and configs
  * first, then the scratch directory and the probe, the first trial's

@@ -6,8 +6,8 @@
  * suggests, the command's own accumulation, the batch knob's unit, and
  * every check that would otherwise fail an hour into a run: a knob the
  * preset cannot reach, a script that cannot be read, an unwritable
- * --write target, a setting the preset refuses to search.  Moved out of
- * tuner/cli/main.c; nothing here prints (setup.h has the contract).
+ * --write target, a setting the preset refuses to search.  Nothing here
+ * prints (setup.h has the contract).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -4,8 +4,7 @@
  * The command-line knobs to run with, the diff of --config and of the
  * accelerate config, and the write itself, under the file's lock and
  * against the file as it is at the end of the run (the user may have
- * edited it during hours of tuning).  Moved out of tuner/cli/main.c;
- * nothing here prints: every line goes to the caller's writeback_out in
+ * edited it during hours of tuning).  Nothing here prints: every line goes to the caller's writeback_out in
  * order (writeback.h).
  */
 #include <stdarg.h>

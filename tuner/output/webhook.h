@@ -10,7 +10,8 @@
  * keeps the payload in a spool directory, and `autobatch notify` sends
  * it later.
  *
- * Life cycle (the caller is tuner/cli/main.c; this module never prints,
+ * Life cycle (the caller is outputs_post in tuner/cli/outputs.c, for a
+ * run's end and for `autobatch notify`; this module never prints,
  * never exits and reads no environment variable):
  *
  *   1. webhook_global_init() once at start-up, before any thread exists

@@ -3,7 +3,8 @@
  * slurm: trials on a Slurm cluster, the two ways Slurm users run work.
  *
  * Inside an allocation (salloc, an sbatch script) a trial is a job step:
- * main.c puts `srun --exact ...` in front of the command, and after the
+ * control/tune_job.c (tune_job_env) puts `srun --exact ...` in front of
+ * the command, and after the
  * trial slurm_sweep_steps() cancels any step still listed under its name
  * (a srun killed with its process group leaves its step running;
  * `scancel --name` matches jobs, not steps) and waits until Slurm no

@@ -547,20 +547,19 @@ static int session_turn_on(struct session *s, struct tune_run *run,
     struct results_turned *t = &res->turned_on[res->nturned_on++];
     t->knob = preset_knob_name(rung->id);
     snprintf(t->why, sizeof t->why, "%s", why);
-    if (rung->id == KNOB_CHECKPOINTING)
-        s->ctx.set_checkpointing = 1;
-    else
-        s->ctx.set_extra |= KNOB_BIT(rung->id);
     if (rung->id == KNOB_CHECKPOINTING) {
+        s->ctx.set_checkpointing = 1;
         s->so.ckpt_off = 0;
         s->so.ckpt_on = s->so.ckpt_forced = 1;
         res->ckpt_on = 1;
-    } else if (!s->plan->checkpointing_searched && s->ctx.set_checkpointing) {
+    } else {
+        s->ctx.set_extra |= KNOB_BIT(rung->id);
         /* Checkpointing the ladder turned on alone did not do it; with
-         * the next knob it may not be needed at all: both, the faster
-         * wins. */
-        s->so.ckpt_off = s->so.ckpt_on = 1;
-        s->so.ckpt_forced = 0;
+         * this knob it may not be needed at all: both, the faster wins. */
+        if (!s->plan->checkpointing_searched && s->ctx.set_checkpointing) {
+            s->so.ckpt_off = s->so.ckpt_on = 1;
+            s->so.ckpt_forced = 0;
+        }
     }
     tune_view_say(v, TUNE_NOTE, "%s; searching again with %s on%s%s%s", why, rung->what,
                   rung->id == KNOB_CHECKPOINTING ? "" : " (--allow ",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Slurm options and what a user sees of Slurm, on a real single-node
-# cluster (tests/slurm/cluster.sh, partitions debug and other):
+# cluster (tests/slurm/cluster.sh, partitions debug, other and never):
 # --slurm-arg reaches sbatch (job arrays: --partition, --time) and srun
 # (job steps: --mem, not --partition); a bad --slurm-arg, or --gpus
 # naming GPUs from a login node, is refused before the first trial with
@@ -100,6 +100,26 @@ squeue -h -t all -o '%j %P' | grep -q '^ab-args debug' || fail "steps: the alloc
 devices_match steps
 folded steps "slurm: step ended by autobatch ([0-9]* routine srun/slurmstepd lines hidden)"
 pass "steps: --mem=200M on every step, --partition kept for sbatch; devices from Slurm; routine lines folded"
+
+# --slurm-pending (issue 30): a partition that never runs jobs (never,
+# State=DOWN) is given up after the deadline, the task cancelled, exit 5
+# (out of time, nothing measured), the reason in the results; nothing of
+# ours stays queued.  From anywhere but a login node it is refused.
+refused "--slurm-pending locally" "--slurm-pending: trials are not queued jobs here" --launcher local --slurm-pending 5s
+t0=$SECONDS rc=0
+"$AUTOBATCH" --no-cache --preset hf --batch 1:64 --warmup 1 --steps 2 --launcher slurm \
+  --slurm-arg --partition=never --slurm-pending 4s --json "$WORK/pend.json" \
+  -- "$WORK/train.sh" >"$WORK/pend.out" 2>&1 || rc=$?
+took=$((SECONDS - t0))
+assert_eq 5 "$rc" "pending: exit status ($(tail -5 "$WORK/pend.out"))"
+[ "$took" -le 45 ] || fail "pending: took ${took}s for --slurm-pending 4s"
+grep -q '^autobatch: Slurm did not start micro_batch=[0-9]* within --slurm-pending (PartitionDown); the search stops' "$WORK/pend.out" \
+  || fail "pending: no note: $(grep '^autobatch' "$WORK/pend.out" | tail -5)"
+assert_eq PartitionDown "$(jqr '.summary.slurm_pending' "$WORK/pend.json")" "pending: summary.slurm_pending"
+assert_eq 0 "$(jqr '[.trials[] | select(.outcome == "fit" or .outcome == "oom")] | length' "$WORK/pend.json")" "pending: measured trials"
+left=$(squeue -h -t PENDING,RUNNING,CONFIGURING -o '%j' | grep -c '^autobatch' || true)
+assert_eq 0 "$left" "pending: our jobs still queued or running"
+pass "pending: a DOWN partition given up after --slurm-pending 4s (${took}s), exit 5, nothing left queued"
 
 # An OOM that Slurm itself reports (the step's cgroup) still shows and
 # counts as an OOM, folded or not.

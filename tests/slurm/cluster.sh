@@ -211,6 +211,7 @@ write_conf() {
 		NodeName=abnode NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:fake:$ngpus State=UNKNOWN
 		PartitionName=debug Nodes=abnode Default=YES MaxTime=INFINITE State=UP
 		PartitionName=other Nodes=abnode Default=NO MaxTime=INFINITE State=UP
+		PartitionName=never Nodes=abnode Default=NO MaxTime=INFINITE State=DOWN
 	EOF
 	: >"$dir/plugstack.conf"
 }

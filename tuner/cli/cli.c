@@ -30,7 +30,7 @@ enum opt_id {
     O_EMULATE_WITH, O_EVENTS, O_ALLOW,
     O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_PARALLEL, O_GRAD_ACCUM, O_LAUNCHER,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
-    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_NO_REPLAY, O_SHOW_OUTPUT, O_SLURM_ARG, O_STEPS, O_KEEP_TRACES,
+    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_NO_REPLAY, O_SHOW_OUTPUT, O_SLURM_ARG, O_SLURM_PENDING, O_STEPS, O_KEEP_TRACES,
     O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
     O_WEBHOOK_INSECURE, O_VERSION, O_WARMUP,
     O_WORLD_SIZE, O_WORST_CASE, O_WORST_CASE_SCAN, O_WRITE,
@@ -91,6 +91,7 @@ static const struct opt cli_opts[] = {
     { "no-replay", OPT_FLAG, 0, O_NO_REPLAY, T },
     { "show-output", OPT_FLAG, 0, O_SHOW_OUTPUT, T },
     { "slurm-arg", OPT_STRING, 0, O_SLURM_ARG, T },
+    { "slurm-pending", OPT_DURATION, 0, O_SLURM_PENDING, T },
     { "steps", OPT_COUNT, 0, O_STEPS, 0 },
     { "trial-memory-limit", OPT_STRING, 0, O_TRIAL_MEMORY_LIMIT, T },
     { "trial-timeout", OPT_DURATION, 0, O_TRIAL_TIMEOUT, T },
@@ -194,6 +195,8 @@ static const char cli_usage[] =
 "                        arrays, and to srun for job steps unless it is the job's\n"
 "                        (--partition, --account, --qos, ...); e.g. --slurm-arg\n"
 "                        --partition=gpu --slurm-arg --mem=64G\n"
+"  --slurm-pending D     from a login node: a trial still pending in the queue after\n"
+"                        D is cancelled, and the search stops there (default: wait)\n"
 "  --emulate-gpu-memory SIZE  make every GPU behave as one of SIZE (e.g. 24G): what\n"
 "                        fits on a smaller card, measured on a big one\n"
 "  --emulate-with preload|probe  how: an LD_PRELOAD library that caps device\n"
@@ -408,6 +411,11 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_BATCH: return cli_range(arg, p);
     case O_BUDGET: p->budget_s = d; break;
     case O_HANG_TIMEOUT: p->hang_timeout_s = d; break;
+    case O_SLURM_PENDING:
+        if (d <= 0)
+            return cli_bad("--slurm-pending '%s': a duration above 0, e.g. 10m", arg);
+        p->slurm_pending_s = d;
+        break;
     case O_TRIAL_TIMEOUT: p->trial_timeout_s = d; break;
     case O_KILL_GRACE: p->grace_s = d; break;
     case O_GPUS_PER_TRIAL: p->gpus_per_trial = n; break;

@@ -652,12 +652,12 @@ int subcmd_dispatch(int argc, char **argv)
     if (!strcmp(argv[1], "predict"))
         return subcmd_predict(argc, argv);
     if (!strcmp(argv[1], "__slurm-follow")) {
-        if (argc != 5) {
-            cli_error("usage: autobatch __slurm-follow JOB OUTPUT HEARTBEAT (run by autobatch "
-                      "itself)");
+        if (argc != 5 && argc != 6) {
+            cli_error("usage: autobatch __slurm-follow JOB OUTPUT HEARTBEAT [PENDING_S] (run by "
+                      "autobatch itself)");
             return AB_EXIT_USAGE;
         }
-        return slurm_follow(argv[2], argv[3], argv[4]);
+        return slurm_follow(argv[2], argv[3], argv[4], argc == 6 ? atof(argv[5]) : 0);
     }
     if (!strcmp(argv[1], "__slurm-step")) {
         if (argc < 5 || strcmp(argv[3], "--")) {

@@ -241,6 +241,9 @@ void summary_say(FILE *say, const struct session *s, const struct tune_run *run,
         summary_line(stderr, "micro_batch=%ld never finished a trial (timeout or hang), so "
                         "this is not a memory limit; raise --trial-timeout/--hang-timeout or "
                         "check the command", plan->batch_min);
+    } else if (status == AB_EXIT_BUDGET && run->pending) {
+        summary_line(stderr, "nothing was measured: Slurm kept the trials pending past "
+                        "--slurm-pending (%s)", s->res.slurm_pending);
     } else if (status == AB_EXIT_BUDGET) {
         summary_line(stderr, "--budget ran out before any candidate fitted; raise it");
     } else if (status == AB_EXIT_INTERRUPTED) {

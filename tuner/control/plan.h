@@ -61,6 +61,7 @@ struct plan {
     const char *launcher;     /**< --launcher local|slurm; NULL: slurm inside an allocation */
     const char *slurm_args[PLAN_MAX_SLURM_ARGS]; /**< --slurm-arg ARG, in order (checked by the session) */
     int nslurm_args;
+    double slurm_pending_s;   /**< --slurm-pending D: cancel an array task still pending after D; 0 never */
     uint64_t emulate_bytes;   /**< --emulate-gpu-memory; 0: the real memory */
     const char *emulate_with; /**< --emulate-with preload|probe (preload) */
     const char *events_path;  /**< --events FILE|-, or NULL */

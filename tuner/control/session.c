@@ -271,6 +271,10 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
              (!which_found("sbatch") || !which_found("scontrol") || !which_found("scancel")))
         bad = "--launcher slurm: sbatch, scontrol and scancel must be in PATH to submit trials "
               "from here; run on a login node or use --launcher local";
+    else if (plan->slurm_pending_s > 0 && !(slurm && !getenv("SLURM_JOB_ID")))
+        bad = "--slurm-pending: trials are not queued jobs here (they run on this machine, or "
+              "as job steps of this allocation); drop it, or run from a login node with "
+              "--launcher slurm";
     else if (s->nslots > 1 && plan->replay)
         bad = "--replay runs its recordings one at a time; drop --gpus or --replay";
     else if (plan->emulate_bytes && gpu->n <= 0)
@@ -664,8 +668,8 @@ static int session_exit(const struct session *s, const struct tune_run *run)
         return AB_EXIT_INTERRUPTED;
     if (run->crashed || run->no_steps)
         return AB_EXIT_CRASH;
-    if (!any_fit && run->budget_hit)
-        return AB_EXIT_BUDGET;
+    if (!any_fit && (run->budget_hit || run->pending))
+        return AB_EXIT_BUDGET; /* out of time: the budget's, or the queue's (--slurm-pending) */
     if (!any_fit)
         return run->timeouts ? AB_EXIT_CRASH : AB_EXIT_NOTHING_FITS;
     if (res->best < 0)

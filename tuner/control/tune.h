@@ -134,6 +134,7 @@ struct tune_run {
      * the loop stopped. */
     long id;
     int status, budget_hit, crashed, timeouts, no_steps;
+    int pending;                 /**< Slurm kept a trial pending past --slurm-pending */
     int noted_world, noted_probe, noted_probe_error;
     int noted_seen;              /**< said once that the model got another batch size */
     int noted_outside;           /**< said once that the knob is checked from outside */

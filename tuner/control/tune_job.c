@@ -616,9 +616,11 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     const struct cell *cell = &space->cells[j->ci];
     long value = j->value;
     /* the GPUs Slurm gave the step or task, where known (slurm.h) */
-    char slurm_gpus[128] = "";
+    char slurm_gpus[128] = "", pending[128] = "";
     if (r->slurm)
         slurm_trial_gpus(j->tdir, slurm_gpus, sizeof slurm_gpus);
+    if (r->slurm_array)
+        tune_slurm_pending(j->tdir, pending, sizeof pending);
     /* The trial's tree is gone: its temporary config copies go too (a
      * recording trial's directory stays until its trace is read). */
     inject_trial_release(&j->t);
@@ -634,6 +636,17 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
                  strerror(tr->spawn_errno));
         r->status = AB_EXIT_USAGE;
         return 1;
+    }
+    if (pending[0]) {
+        /* Slurm never started it (--slurm-pending): no verdict on memory;
+         * the search stops, keeping what fitted (session_exit). */
+        tr->outcome = TRIAL_INTERRUPTED;
+        if (!r->pending)
+            tune_say(r, TUNE_NOTE, "Slurm did not start micro_batch=%ld within --slurm-pending "
+                                   "(%s); the search stops: pick a partition that runs jobs, or "
+                                   "raise --slurm-pending", value, pending);
+        r->pending = 1;
+        snprintf(r->res->slurm_pending, sizeof r->res->slurm_pending, "%s", pending);
     }
     int64_t peak = gpu_trial_view(r->gpu, j->peak, tr); /* the probe's CUDA view, else NVML's */
     /* Samples per step: the world size the trainer really runs with when
@@ -834,6 +847,20 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     return 0;
 }
 
+/* The reason the follower left when it gave up on a pending task
+ * (SLURM_PENDING_FILE, slurm.h); out stays "" otherwise. */
+void tune_slurm_pending(const char *tdir, char *out, size_t len)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", tdir, SLURM_PENDING_FILE);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (fgets(out, (int)len, f))
+        out[strcspn(out, "\n")] = '\0';
+    fclose(f);
+}
+
 /* From a login node: jobs[0..n) go out as one job array, and each
  * trial's command becomes the follower of its task (slurm.h).  Their
  * shared files live in round-ID, which tune_slurm_done() removes. */
@@ -855,8 +882,8 @@ int tune_slurm_submit(struct tune_run *r, struct tune_job *jobs, size_t n)
                                         jobs[i].tdir };
     long minutes = r->plan->trial_timeout_s > 0 ? (long)(r->plan->trial_timeout_s / 60) + 2 : 0;
     if (slurm_array_submit(tasks, n, rounddir, name, r->plan->gpus[0] ? gres : NULL, minutes,
-                           r->plan->slurm_args, (size_t)r->plan->nslurm_args, r->self, err,
-                           sizeof err)) {
+                           r->plan->slurm_args, (size_t)r->plan->nslurm_args, r->self,
+                           r->plan->slurm_pending_s, err, sizeof err)) {
         tune_say(r, TUNE_ERROR, "--launcher slurm: %s", err);
         return -1;
     }

@@ -202,6 +202,7 @@ struct results {
     double wall_s;
     int exit_status;
     int interrupted;
+    char slurm_pending[128]; /**< why Slurm kept a trial pending past --slurm-pending; "" none */
 };
 #define RESULTS_INIT { 0 }
 

@@ -644,7 +644,7 @@ static int slurm_write_task(const struct slurm_task *t, const char *path, const 
 
 int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir, const char *name,
                        const char *gres, long minutes, const char *const *extra, size_t nextra,
-                       const char *self, char *err, size_t errlen)
+                       const char *self, double pending_s, char *err, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
         char script[4300], beat[4300];
@@ -725,7 +725,8 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
         while (a->n)
             strvec_remove(a, a->n - 1);
         if (strvec_push(a, self) || strvec_push(a, "__slurm-follow") || strvec_push(a, job) ||
-            strvec_push(a, log) || strvec_push(a, beat)) {
+            strvec_push(a, log) || strvec_push(a, beat) ||
+            (pending_s > 0 && strvec_pushf(a, "%.3f", pending_s))) {
             errbuf_set(err, errlen, "out of memory");
             return -1;
         }
@@ -1017,14 +1018,33 @@ static int slurm_exit_status(const char *job, const char *state, const char *cod
     return 1;
 }
 
-int slurm_follow(const char *job, const char *out, const char *beat)
+/* --slurm-pending: say so, leave the reason in the trial's directory
+ * (the heartbeat's), for the controller. */
+static void slurm_pending_mark(const char *job, const char *beat, const char *reason,
+                               double pending_s)
+{
+    printf("autobatch: slurm job %s still pending (%s) after %.0fs; cancelled (--slurm-pending)\n",
+           job, reason[0] ? reason : "no reason given", pending_s);
+    fflush(stdout);
+    char path[4400];
+    const char *slash = strrchr(beat, '/');
+    snprintf(path, sizeof path, "%.*s%s", slash ? (int)(slash - beat + 1) : 0, beat,
+             SLURM_PENDING_FILE);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fprintf(f, "%s\n", reason[0] ? reason : "no reason given");
+        fclose(f);
+    }
+}
+
+int slurm_follow(const char *job, const char *out, const char *beat, double pending_s)
 {
     if (!strcmp(job, "--stamp"))
         return slurm_stamp();
     slurm_on_stop(slurm_on_signal);
     struct slurm_pace pace = { .fd = -1, .bol = 1 };
-    int misses = 0;
-    double cancel_at = 0, last_look = 0;
+    int misses = 0, gave_up = 0;
+    double cancel_at = 0, last_look = 0, t0 = mono_now();
     char said[128] = "";
     for (;;) {
         double now = mono_now();
@@ -1043,7 +1063,7 @@ int slurm_follow(const char *job, const char *out, const char *beat)
         if (cancel_at && now - cancel_at > SLURM_CANCEL_WAIT_S) {
             slurm_pace_drain(&pace, out, 1);
             slurm_pace_said(&pace);
-            return 143;
+            return gave_up ? 1 : 143;
         }
         if (now - last_look >= (cancel_at ? 0.2 : 1.0)) {
             last_look = now;
@@ -1068,11 +1088,19 @@ int slurm_follow(const char *job, const char *out, const char *beat)
                     printf("autobatch: slurm job %s pending (%s)\n", job, reason);
                     fflush(stdout);
                 }
+                if (!strcmp(state, "PENDING") && pending_s > 0 && !cancel_at &&
+                    now - t0 > pending_s) {
+                    slurm_pending_mark(job, beat, reason, pending_s);
+                    char *cancel[] = { "scancel", (char *)job, NULL };
+                    slurm_run(cancel, NULL, 0);
+                    cancel_at = now;
+                    gave_up = 1;
+                }
                 if (!slurm_active(state)) {
                     usleep(200000); /* the last lines of the output file */
                     slurm_pace_drain(&pace, out, 0);
                     slurm_pace_said(&pace);
-                    return cancel_at ? 143 : slurm_exit_status(job, state, code);
+                    return gave_up ? 1 : cancel_at ? 143 : slurm_exit_status(job, state, code);
                 }
             }
         }

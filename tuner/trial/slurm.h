@@ -150,10 +150,19 @@ struct slurm_task {
  */
 int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir, const char *name,
                        const char *gres, long minutes, const char *const *extra, size_t nextra,
-                       const char *self, char *err, size_t errlen);
+                       const char *self, double pending_s, char *err, size_t errlen);
 
 /**
- * The follower, `autobatch __slurm-follow JOB OUT BEAT` (see above): job
+ * A task still PENDING pending_s seconds after its follower started
+ * (--slurm-pending, passed to the follower as a fourth argument) is
+ * cancelled: the follower says "autobatch: slurm job J still pending
+ * (REASON) after Ns; cancelled", leaves SLURM_PENDING_FILE (holding the
+ * reason) in the trial's directory (the heartbeat's) and exits 1.
+ */
+#define SLURM_PENDING_FILE "slurm-pending"
+
+/**
+ * The follower, `autobatch __slurm-follow JOB OUT BEAT [PENDING_S]` (see above): job
  * the array task ("ID_i"), out its output file, beat the heartbeat file.
  * Its stdout is the trial's output: the task's output copied as it grows
  * (stamped records at their times), and its own "autobatch: slurm job
@@ -162,6 +171,6 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
  * stdin to stdout as stamped records until EOF, deaf to SIGTERM, SIGINT
  * and SIGHUP so that the command's last lines still get out.
  */
-int slurm_follow(const char *job, const char *out, const char *beat);
+int slurm_follow(const char *job, const char *out, const char *beat, double pending_s);
 
 #endif

@@ -121,6 +121,21 @@ left=$(squeue -h -t PENDING,RUNNING,CONFIGURING -o '%j' | grep -c '^autobatch' |
 assert_eq 0 "$left" "pending: our jobs still queued or running"
 pass "pending: a DOWN partition given up after --slurm-pending 4s (${took}s), exit 5, nothing left queued"
 
+# kill -9 of autobatch while its array task is pending (issue 30): a
+# pending task runs no watchdog; the queue's guard (slurm.h) cancels it.
+"$AUTOBATCH" --no-cache --preset hf --batch 1:64 --launcher slurm --slurm-arg --partition=never \
+  -- "$WORK/train.sh" >"$WORK/k9.out" 2>&1 &
+abpid=$!
+queued() { squeue -h -t PENDING,RUNNING,CONFIGURING -o '%j' | grep -c "^autobatch-$abpid\$" || true; }
+for _ in $(seq 1 60); do [ "$(queued)" -ge 1 ] && break; sleep 0.5; done
+[ "$(queued)" -ge 1 ] || fail "kill -9: the array never reached the queue: $(tail -3 "$WORK/k9.out")"
+kill -9 "$abpid"
+wait "$abpid" 2>/dev/null || true
+t0=$SECONDS
+while [ "$(queued)" -ge 1 ] && [ $((SECONDS - t0)) -lt 60 ]; do sleep 1; done
+assert_eq 0 "$(queued)" "kill -9: autobatch-$abpid still queued after 60 s"
+pass "kill -9 with a pending array task: cancelled within $((SECONDS - t0)) s"
+
 # An OOM that Slurm itself reports (the step's cgroup) still shows and
 # counts as an OOM, folded or not.
 if [ "$AB_SLURM_PROCTRACK" = cgroup ]; then

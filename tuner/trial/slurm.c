@@ -1113,3 +1113,58 @@ int slurm_follow(const char *job, const char *out, const char *beat, double pend
         usleep((useconds_t)(w * 1e6));
     }
 }
+
+pid_t slurm_guard_start(const char *name, int *fd)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC))
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(p[0]);
+        close(p[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        /* Its own session: the terminal's signals and a kill of the
+         * trials' groups do not reach it; only the pipe ends it. */
+        setsid();
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        close(p[1]);
+        int null = open("/dev/null", O_RDWR);
+        if (null >= 0) {
+            dup2(null, 0);
+            dup2(null, 1);
+            dup2(null, 2);
+        }
+        char c;
+        while (read(p[0], &c, 1) != 0 && errno == EINTR)
+            ;
+        char arg[128];
+        snprintf(arg, sizeof arg, "--name=%s", name);
+        execlp("scancel", "scancel", arg, (char *)NULL);
+        _exit(127);
+    }
+    close(p[0]);
+    *fd = p[1];
+    return pid;
+}
+
+void slurm_guard_stop(pid_t pid, int fd)
+{
+    if (pid <= 0)
+        return;
+    close(fd);
+    double until = mono_now() + 5;
+    int st;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (mono_now() > until) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return;
+        }
+        usleep(20000);
+    }
+}

@@ -42,6 +42,7 @@
 #define AB_SLURM_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "util/strvec.h"
 
@@ -172,5 +173,19 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
  * and SIGHUP so that the command's last lines still get out.
  */
 int slurm_follow(const char *job, const char *out, const char *beat, double pending_s);
+
+/**
+ * The queue's guard (from a login node): a job array that has not started
+ * runs no watchdog, so if autobatch is killed outright (SIGKILL) its
+ * pending tasks would stay queued.  slurm_guard_start() forks a process
+ * in a session of its own that holds the read end of a pipe whose write
+ * end only autobatch holds (close-on-exec); when that end closes, however
+ * autobatch ends, the guard runs `scancel --name=NAME` (the arrays' job
+ * name) and exits.  slurm_guard_stop() closes the pipe and waits for the
+ * guard (at most a few seconds), so a normal run leaves nothing behind.
+ * Returns the guard's pid and the pipe's write end in *fd, or -1.
+ */
+pid_t slurm_guard_start(const char *name, int *fd);
+void slurm_guard_stop(pid_t pid, int fd);
 
 #endif

@@ -3,7 +3,9 @@
 # --parallel N (issue 27, item 4): CPU trials side by side, each under its
 # own --trial-memory-limit, (N+1)-ary cuts of the bracket as --gpus makes.
 # The boundary is the one a serial search finds; the choice's speed is
-# measured alone; rounds are fewer than the serial search's trials.  Bad
+# measured alone; the exact boundary takes fewer rounds than the serial
+# search takes trials (the throughput points after it run alone either
+# way, as many as the noise asks for).  Bad
 # input (no cap, more trials than cores, caps beyond the free memory,
 # with --gpus) is refused before the first trial.
 source "$(dirname "$0")/lib.sh"
@@ -52,10 +54,19 @@ rounds=$(jqr '[.trials[] | .round // empty] | unique | length' "$WORK/p.json")
 pairs=$(jqr '[.trials[] | .round // empty] | group_by(.) | map(select(length == 2)) | length' "$WORK/p.json")
 [ "$pairs" -ge 1 ] || fail "no round ran two trials"
 n_serial=$(jqr '.trials | length' "$WORK/s.json")
-[ "$rounds" -lt "$n_serial" ] || fail "$rounds rounds against $n_serial serial trials"
+# To the exact boundary (the largest fit and the size above it both
+# known): rounds against serial trials.  The throughput points after it
+# run alone either way, and how many the noise asks for varies.
+fail_at=$((serial + 1))
+to_par=$(jqr "[.trials[] | select((.micro_batch == $serial and .outcome == \"fit\") or (.micro_batch == $fail_at and .outcome == \"oom\"))]
+  | group_by(.micro_batch) | map(min_by(.round).round) | if length == 2 then max else null end" "$WORK/p.json")
+to_ser=$(jqr "[.trials | to_entries[] | select((.value.micro_batch == $serial and .value.outcome == \"fit\") or (.value.micro_batch == $fail_at and .value.outcome == \"oom\"))]
+  | group_by(.value.micro_batch) | map(min_by(.key).key + 1) | if length == 2 then max else null end" "$WORK/s.json")
+[ "$to_par" != null ] && [ "$to_ser" != null ] || fail "boundary not run: $to_par rounds, $to_ser serial trials"
+[ "$to_par" -lt "$to_ser" ] || fail "to the boundary: $to_par rounds against $to_ser serial trials"
 best=$(jqr '.best.micro_batch' "$WORK/p.json")
 assert_eq 1 "$(jqr "[.trials[] | select(.micro_batch == $best and .shared != true and .samples_per_s != null)] | length > 0" "$WORK/p.json" | sed 's/true/1/')" \
   "--parallel 2: the choice measured alone"
 assert_eq 0 "$(jqr '[.trials[] | select(.devices != null)] | length' "$WORK/p.json")" "--parallel: trials name no devices"
 assert_no_leftovers
-pass "--parallel 2: largest fit $par as serially, $rounds rounds ($pairs of two trials) against $n_serial serial trials"
+pass "--parallel 2: largest fit $par as serially, the boundary in $to_par rounds against $to_ser serial trials; $rounds rounds ($pairs of two trials) against $n_serial serial trials in all"

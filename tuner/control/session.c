@@ -16,9 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "control/session.h"
@@ -30,6 +28,7 @@
 #include "trial/proctree.h"
 #include "trial/slurm.h"
 #include "util/mono.h"
+#include "util/run.h"
 #include "util/which.h"
 #include "inproc.h"
 
@@ -395,24 +394,9 @@ static int session_imports(char *const *cmd, const char *module)
     else
         snprintf(py, sizeof py, "python3");
     snprintf(code, sizeof code, "import %s", module);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        int null = open("/dev/null", O_RDWR);
-        if (null >= 0) {
-            dup2(null, 0);
-            dup2(null, 1);
-            dup2(null, 2);
-        }
-        execlp(py, py, "-c", code, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    char *argv[] = { py, "-c", code, NULL };
+    int rc = run_capture(argv, NULL, 0, 0);
+    return rc < 0 ? -1 : rc == 0;
 }
 
 enum session_status session_arm(struct session *s, const struct tune_view *v)

@@ -88,9 +88,6 @@ void tune_event_start(const struct tune_run *r, const struct tune_job *j);
 /** From a login node: jobs[0..n) out as one job array.  0, or -1 after
  *  an error line. */
 int tune_slurm_submit(struct tune_run *r, struct tune_job *jobs, size_t n);
-/** Why a trial's array task was given up as pending (--slurm-pending),
- *  from its directory; out stays "" when it was not. */
-void tune_slurm_pending(const char *tdir, char *out, size_t len);
 /** The round's shared Slurm files removed (after tune_slurm_submit). */
 void tune_slurm_done(const struct tune_run *r, const struct tune_job *jobs);
 /** After a trial on Slurm: nothing of it may run on. */

@@ -620,7 +620,7 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     if (r->slurm)
         slurm_trial_gpus(j->tdir, slurm_gpus, sizeof slurm_gpus);
     if (r->slurm_array)
-        tune_slurm_pending(j->tdir, pending, sizeof pending);
+        slurm_trial_pending(j->tdir, pending, sizeof pending);
     /* The trial's tree is gone: its temporary config copies go too (a
      * recording trial's directory stays until its trace is read). */
     inject_trial_release(&j->t);
@@ -845,20 +845,6 @@ int tune_job_finish(struct tune_run *r, struct tune_job *j, int shared)
     if (!obs.fit && !j->confirm && tune_beyond_capacity(r, tr, value))
         return 1;
     return 0;
-}
-
-/* The reason the follower left when it gave up on a pending task
- * (SLURM_PENDING_FILE, slurm.h); out stays "" otherwise. */
-void tune_slurm_pending(const char *tdir, char *out, size_t len)
-{
-    char path[4400];
-    snprintf(path, sizeof path, "%s/%s", tdir, SLURM_PENDING_FILE);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    if (fgets(out, (int)len, f))
-        out[strcspn(out, "\n")] = '\0';
-    fclose(f);
 }
 
 /* From a login node: jobs[0..n) go out as one job array, and each

@@ -23,59 +23,16 @@
 
 #include "util/afile.h"
 #include "util/errbuf.h"
+#include "util/run.h"
 
 /* Seconds without a heartbeat after which a task ends itself. */
 #define SLURM_HEARTBEAT_S 30
 /* How long the follower waits for Slurm to confirm a cancel. */
 #define SLURM_CANCEL_WAIT_S 15.0
 
-/* Run argv, its stdout into out (NUL-terminated, may be cut), stderr to
- * /dev/null, or into out too with err_too.  Returns the exit status, or -1. */
-static int slurm_run_into(char *const *argv, char *out, size_t len, int err_too)
-{
-    int p[2];
-    if (pipe2(p, O_CLOEXEC))
-        return -1;
-    pid_t pid = fork();
-    if (pid == 0) {
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(p[1], 1);
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(err_too ? p[1] : devnull, 2);
-        }
-        execvp(argv[0], argv);
-        _exit(127);
-    }
-    close(p[1]);
-    size_t got = 0;
-    for (;;) {
-        char sink[512];
-        char *dst = out && got + 1 < len ? out + got : sink;
-        size_t room = out && got + 1 < len ? len - 1 - got : sizeof sink;
-        ssize_t n = read(p[0], dst, room);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if (dst != sink)
-            got += (size_t)n;
-    }
-    close(p[0]);
-    if (out && len)
-        out[got] = '\0';
-    int ws;
-    if (pid < 0)
-        return -1;
-    while (waitpid(pid, &ws, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(ws) ? WEXITSTATUS(ws) : -1;
-}
-
 static int slurm_run(char *const *argv, char *out, size_t len)
 {
-    return slurm_run_into(argv, out, len, 0);
+    return run_capture(argv, out, len, 0);
 }
 
 /* Handle SIGTERM, SIGINT and SIGHUP (a stop) with h (or SIG_DFL). */
@@ -438,18 +395,31 @@ int slurm_arg_for_step(const char *arg)
     return !slurm_opt_in(arg + 2, strcspn(arg + 2, "="), slurm_job_only);
 }
 
-int slurm_trial_gpus(const char *dir, char *out, size_t len)
+/* The first line of the trial directory's file name (what the node or
+ * the follower left there) into out; "" when there is none. */
+static void slurm_trial_line(const char *dir, const char *name, char *out, size_t len)
 {
     char path[4300];
-    snprintf(path, sizeof path, "%s/%s", dir, SLURM_GPUS_FILE);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     out[0] = '\0';
     FILE *f = fopen(path, "r");
     if (!f)
-        return -1;
+        return;
     if (!fgets(out, (int)len, f))
         out[0] = '\0';
     fclose(f);
     out[strcspn(out, "\n")] = '\0';
+}
+
+int slurm_trial_pending(const char *dir, char *out, size_t len)
+{
+    slurm_trial_line(dir, SLURM_PENDING_FILE, out, len);
+    return out[0] ? 0 : -1;
+}
+
+int slurm_trial_gpus(const char *dir, char *out, size_t len)
+{
+    slurm_trial_line(dir, SLURM_GPUS_FILE, out, len);
     /* indices and ranges as Slurm writes them (0,1 or 0-3), nothing else */
     if (strspn(out, "0123456789,-") != strlen(out))
         out[0] = '\0';
@@ -706,7 +676,7 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
     /* sbatch's errors and warnings too: a partition or account it
      * refuses is said in its words */
     char out[2048];
-    int rc = slurm_run_into(argv, out, sizeof out, 1);
+    int rc = run_capture(argv, out, sizeof out, 1);
     long id = 0;
     for (const char *l = out; *l && id <= 0; l += strcspn(l, "\n"), l += *l == '\n')
         if (*l >= '0' && *l <= '9')

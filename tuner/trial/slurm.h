@@ -162,6 +162,10 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
  */
 #define SLURM_PENDING_FILE "slurm-pending"
 
+/** The reason the follower left when it gave up on a pending task: 0
+ *  with it in out; -1 with out empty when it did not. */
+int slurm_trial_pending(const char *dir, char *out, size_t len);
+
 /**
  * The follower, `autobatch __slurm-follow JOB OUT BEAT [PENDING_S]` (see above): job
  * the array task ("ID_i"), out its output file, beat the heartbeat file.

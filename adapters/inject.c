@@ -164,12 +164,11 @@ static int inject_fixed_text(const struct inject_ctx *ctx, const struct preset_f
     return n >= 0 && (size_t)n < len ? 1 : -1;
 }
 
-/* Is knob id passed for this trial? */
-static int inject_wanted(const struct inject_ctx *ctx, int id)
+int inject_wanted(const struct inject_ctx *ctx, int id)
 {
     if (id == KNOB_OUTPUT_DIR)
         return ctx->output_dir != NULL;
-    if (id == KNOB_PRECISION || id == KNOB_OPTIM8BIT || id == KNOB_SHARDING)
+    if (KNOB_BIT(id) & KNOB_EXTRA)
         return (ctx->set_extra & KNOB_BIT(id)) != 0;
     return id != KNOB_CHECKPOINTING || ctx->set_checkpointing;
 }

@@ -137,6 +137,14 @@ const char *inject_flag_value(char *const *cmd, const char *flag);
  */
 const char *inject_find_config(const struct preset *p, char *const *cmd);
 
+/**
+ * Is knob id passed to this context's trials?  Checkpointing when it is
+ * searched, a knob turned on beyond the search (KNOB_EXTRA) when
+ * set_extra has it, output_dir when the trial has a scratch directory,
+ * the others always.  The write-back asks the same.
+ */
+int inject_wanted(const struct inject_ctx *ctx, int id);
+
 /** The text form of a knob's value for the candidate, per the knob's
  *  spelling; max_steps is ctx->step_limit, output_dir ctx->output_dir. */
 void inject_knob_text(const struct inject_ctx *ctx, const struct preset_knob *k, enum knob_id id,

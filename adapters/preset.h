@@ -93,6 +93,8 @@ struct preset_derived {
 #define PRESET_WORLD_SIZE (1 << KNOB_COUNT)
 /** A knob's bit in a set of knobs turned on (inject_candidate.extra). */
 #define KNOB_BIT(id) (1u << (id))
+/** The knobs a run turns on only when micro_batch=1 fits nowhere. */
+#define KNOB_EXTRA (KNOB_BIT(KNOB_PRECISION) | KNOB_BIT(KNOB_OPTIM8BIT) | KNOB_BIT(KNOB_SHARDING))
 
 /** A fixed setting every trial gets (`trial_set: ["override:k=v", ...]`),
  *  e.g. F5-TTS's ckpts.log_samples=False; never written back. */

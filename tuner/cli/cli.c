@@ -454,13 +454,12 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
             return cli_bad("--allow '%s': a list of knobs, e.g. precision,optim8bit", arg);
         snprintf(buf, sizeof buf, "%s", arg);
         for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            if (!strcmp(t, "precision"))
-                p->allowed |= KNOB_BIT(KNOB_PRECISION);
-            else if (!strcmp(t, "optim8bit"))
-                p->allowed |= KNOB_BIT(KNOB_OPTIM8BIT);
-            else if (!strcmp(t, "sharding"))
-                p->allowed |= KNOB_BIT(KNOB_SHARDING);
-            else
+            unsigned bit = 0;
+            for (int id = 0; id < KNOB_COUNT && !bit; id++)
+                if ((KNOB_BIT(id) & KNOB_EXTRA) && !strcmp(t, preset_knob_name(id)))
+                    bit = KNOB_BIT(id);
+            p->allowed |= bit;
+            if (!bit)
                 return cli_bad("--allow '%s': '%s' is not a knob autobatch may turn on; use "
                                "precision, optim8bit, sharding, or a list of them", arg, t);
         }

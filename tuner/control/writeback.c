@@ -132,13 +132,11 @@ int writeback_choice(const struct plan *plan, struct setup *s, struct inject_ctx
         nomem |= strvec_push(&argv, plan->command[i]);
     for (int id = 0; id < KNOB_COUNT; id++) {
         const struct preset_knob *k = &p->knobs[id];
-        if (id == KNOB_MAX_STEPS || (id == KNOB_CHECKPOINTING && !ctx->set_checkpointing) ||
-            ((id == KNOB_PRECISION || id == KNOB_OPTIM8BIT || id == KNOB_SHARDING) &&
-             !(ctx->set_extra & KNOB_BIT(id))) || p->knobs[id].via == VIA_NONE)
+        /* what the trials got, but no step limit or scratch directory */
+        if (id == KNOB_MAX_STEPS || id == KNOB_OUTPUT_DIR || k->via == VIA_NONE ||
+            !inject_wanted(ctx, id))
             continue;
         char val[64], piece[256] = "";
-        if (id == KNOB_OUTPUT_DIR)
-            continue;
         inject_knob_text(ctx, k, id, best, val, sizeof val);
         char word[160]; /* val as the shell takes it ('full_shard auto_wrap') */
         FILE *wf = fmemopen(word, sizeof word, "w");

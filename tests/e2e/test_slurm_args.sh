@@ -11,12 +11,16 @@
 source "$(dirname "$0")/lib.sh"
 slurm_cluster 4 slurmargs
 
+# 50 ms a step: a task never reaches simtrain's step limit (about 200
+# steps) before autobatch ends it, so every task is one autobatch ended
+# (on a quiet machine a fast task could finish first, and the fold line
+# below did not come).
 cat >"$WORK/train.sh" <<SH
 #!/bin/sh
 tres=-
 [ -n "\$SLURM_STEP_ID" ] && tres=\$(scontrol show step -o "\$SLURM_JOB_ID.\$SLURM_STEP_ID" | tr ' ' '\n' | grep '^TRES=')
 echo "\$AUTOBATCH_TRIAL \${SLURM_JOB_ID:-none} \${CUDA_VISIBLE_DEVICES:--} \$tres" >>"$WORK/steps.log"
-exec "$SIMTRAIN" --capacity 24G --startup-time 0.3s --output_dir "$WORK/out" "\$@"
+exec "$SIMTRAIN" --capacity 24G --startup-time 0.3s --step-overhead 50ms --output_dir "$WORK/out" "\$@"
 SH
 chmod +x "$WORK/train.sh"
 want=$("$SIMTRAIN" --capacity 24G --print-max)

@@ -78,10 +78,19 @@ folded() { # name, expected fold line
   return 0
 }
 
+# scancel, its calls written down (the queue's guard cancels by name).
+mkdir -p "$WORK/bin"
+cat >"$WORK/bin/scancel" <<SH
+#!/bin/sh
+echo "\$*" >>"$WORK/scancel.log"
+exec "$(command -v scancel)" "\$@"
+SH
+chmod +x "$WORK/bin/scancel"
+
 # From the login node: the partition and time limit reach every array
 # task; --gpus 2 gives two tasks a round, each on the GPU Slurm picked.
 : >"$WORK/steps.log"
-"$AUTOBATCH" --launcher slurm --gpus 2 --slurm-arg --partition=other --slurm-arg --time=7 \
+PATH="$WORK/bin:$PATH" "$AUTOBATCH" --launcher slurm --gpus 2 --slurm-arg --partition=other --slurm-arg --time=7 \
   --no-cache --preset hf --batch 1:128 --warmup 1 --steps 3 --json "$WORK/array.json" \
   -- "$WORK/train.sh" >"$WORK/array.out" 2>&1 || fail "array: exited $? ($(tail -5 "$WORK/array.out"))"
 assert_eq "$want" "$(jqr '.max_fit[0].micro_batch' "$WORK/array.json")" "array: max micro-batch"
@@ -89,7 +98,17 @@ parts=$(squeue -h -t all -o '%j %P %l' | awk '$1 ~ /^autobatch/ { print $2, $3 }
 assert_eq "other 7:00" "$parts" "array: partition and time limit of the tasks"
 devices_match array
 folded array "slurm: task ended by autobatch (1 routine slurmstepd line hidden)"
-pass "array: --partition=other --time=7 on every task; devices from Slurm; routine lines folded"
+# Each stopped task was cancelled at once and its follower ended itself:
+# no task trained on to simtrain's 200 steps (a scancel killed by the
+# trial runner's SIGTERM to the tree never reached Slurm), no teardown
+# near the follower's 15 s wait for Slurm or the runner's 20 s limit (the
+# queue's guard, a child of autobatch, held the first trial run alone).
+long=$(jq -r '[.trials[] | select(.steps_measured > 100 or .teardown_s > 10) | "\(.id):\(.steps_measured)/\(.teardown_s)"] | join(" ")' "$WORK/array.json")
+assert_eq "" "$long" "array: trials (id:steps/teardown s) not ended at once"
+# The guard lived through trials run alone (whose runner reaps and
+# signals every process below autobatch) and cancelled by name last.
+assert_eq "--name=autobatch-" "$(tail -1 "$WORK/scancel.log" | cut -c1-17)" "array: the last scancel"
+pass "array: --partition=other --time=7 on every task; devices from Slurm; routine lines folded; tasks ended at once"
 
 # Inside an allocation: --mem reaches the steps, --partition (the job's)
 # does not reach srun; two steps side by side.

@@ -304,11 +304,10 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
     res->launcher = !slurm ? "local" : getenv("SLURM_JOB_ID") ? "slurm" : "slurm-array";
     /* Job arrays: whatever ends autobatch, its queued tasks are cancelled
      * (a pending task runs no watchdog). */
-    if (slurm && !getenv("SLURM_JOB_ID") && !s->guard) {
+    if (slurm && !getenv("SLURM_JOB_ID") && !s->guarded) {
         char name[64];
         snprintf(name, sizeof name, "autobatch-%ld", (long)getpid());
-        pid_t g = slurm_guard_start(name, &s->guard_fd);
-        s->guard = g > 0 ? g : 0;
+        s->guarded = slurm_guard_start(&s->guard, name) == 0;
     }
     res->slots = s->nslots > 1 ? s->nslots : 1;
     s->so.shared_speeds = s->nslots > 1;
@@ -733,9 +732,9 @@ int session_answer(struct session *s, const struct tune_run *run, const struct t
 
 void session_close(struct session *s)
 {
-    if (s->guard)
-        slurm_guard_stop(s->guard, s->guard_fd);
-    s->guard = 0;
+    if (s->guarded)
+        slurm_guard_stop(&s->guard);
+    s->guarded = 0;
     if (s->dir[0])
         leftovers_remove_tree(s->dir);
     s->dir[0] = '\0';

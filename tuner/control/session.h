@@ -42,6 +42,7 @@
 #include "search/guide.h"
 #include "search/space.h"
 #include "trial/gpu.h"
+#include "trial/slurm.h"
 #include "inject.h"
 #include "oom.h"
 #include "trainlog.h"
@@ -81,8 +82,8 @@ struct session {
     int replay;                    /**< the replay guides the search: --replay, or by default */
     int replay_cpu;                /**< the replay measures VmPeak under --trial-memory-limit */
     unsigned skipped;              /**< KNOB_BITs allowed but skipped before the first trial */
-    pid_t guard;                   /**< job arrays: the queue's guard (slurm.h); 0 none */
-    int guard_fd;
+    struct slurm_guard guard;      /**< job arrays: the queue's guard (slurm.h) */
+    int guarded;                   /**< guard started */
 };
 
 /** Steps 1 and 3 above; view->line gets the notes and the error. */

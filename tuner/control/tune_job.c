@@ -550,6 +550,10 @@ int tune_job_prepare(struct tune_run *r, struct tune_job *j, size_t ci, long val
         .log_rules = r->log_rules, .interrupt = r->interrupt,
         .hooks = { r->view.ctx, r->view.output, r->view.step, r, tune_tick },
     };
+    /* An array trial's command is the follower: stopped, it cancels the
+     * task and ends once Slurm has (slurm.h). */
+    if (r->slurm_array && to.grace_s < SLURM_FOLLOW_STOP_S)
+        to.grace_s = SLURM_FOLLOW_STOP_S;
     /* A boundary trial whose speed nothing needs is decided by memory
      * alone: past the second optimizer step (the first with the
      * optimizer's state; the probe's worst case puts the largest batches

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,9 +31,12 @@
 /* How long the follower waits for Slurm to confirm a cancel. */
 #define SLURM_CANCEL_WAIT_S 15.0
 
+/* Slurm's commands run deaf to a stop: a follower or step wrapper being
+ * stopped is ending its task, and the trial runner's SIGTERM to every
+ * process of the trial must not end the scancel that does it. */
 static int slurm_run(char *const *argv, char *out, size_t len)
 {
-    return run_capture(argv, out, len, 0);
+    return run_capture(argv, out, len, RUN_DEAF);
 }
 
 /* Handle SIGTERM, SIGINT and SIGHUP (a stop) with h (or SIG_DFL). */
@@ -676,7 +680,7 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
     /* sbatch's errors and warnings too: a partition or account it
      * refuses is said in its words */
     char out[2048];
-    int rc = run_capture(argv, out, sizeof out, 1);
+    int rc = run_capture(argv, out, sizeof out, RUN_ERR_TOO);
     long id = 0;
     for (const char *l = out; *l && id <= 0; l += strcspn(l, "\n"), l += *l == '\n')
         if (*l >= '0' && *l <= '9')
@@ -1013,8 +1017,8 @@ int slurm_follow(const char *job, const char *out, const char *beat, double pend
         return slurm_stamp();
     slurm_on_stop(slurm_on_signal);
     struct slurm_pace pace = { .fd = -1, .bol = 1 };
-    int misses = 0, gave_up = 0;
-    double cancel_at = 0, last_look = 0, t0 = mono_now();
+    int misses = 0, gave_up = 0, cancelled = 0;
+    double cancel_at = 0, cancel_try = 0, last_look = 0, t0 = mono_now();
     char said[128] = "";
     for (;;) {
         double now = mono_now();
@@ -1025,10 +1029,14 @@ int slurm_follow(const char *job, const char *out, const char *beat, double pend
          * many steps look as if they took no time. */
         double next = slurm_pace_run(&pace, now, 0);
         if (slurm_stop && !cancel_at) {
-            char *cancel[] = { "scancel", (char *)job, NULL };
-            slurm_run(cancel, NULL, 0);
             cancel_at = now;
             pace.fold = 1;
+        }
+        /* again a second later should scancel fail */
+        if (cancel_at && !cancelled && now - cancel_try >= 1.0) {
+            char *cancel[] = { "scancel", (char *)job, NULL };
+            cancelled = slurm_run(cancel, NULL, 0) == 0;
+            cancel_try = now;
         }
         if (cancel_at && now - cancel_at > SLURM_CANCEL_WAIT_S) {
             slurm_pace_drain(&pace, out, 1);
@@ -1062,7 +1070,7 @@ int slurm_follow(const char *job, const char *out, const char *beat, double pend
                     now - t0 > pending_s) {
                     slurm_pending_mark(job, beat, reason, pending_s);
                     char *cancel[] = { "scancel", (char *)job, NULL };
-                    slurm_run(cancel, NULL, 0);
+                    cancelled = slurm_run(cancel, NULL, 0) == 0;
                     cancel_at = now;
                     gave_up = 1;
                 }
@@ -1084,57 +1092,114 @@ int slurm_follow(const char *job, const char *out, const char *beat, double pend
     }
 }
 
-pid_t slurm_guard_start(const char *name, int *fd)
+/* The guard itself: waits for EOF on `in`, cancels, exits; `done` (fd
+ * 4, inherited by scancel) closes when both have. */
+static void slurm_guard_run(const char *name, int in, int done)
 {
-    int p[2];
+    /* Its own session: the terminal's signals and a kill of the trials'
+     * groups do not reach it; only the pipe ends it. */
+    setsid();
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    int null = open("/dev/null", O_RDWR);
+    if (null < 0 || dup2(in, 3) < 0 || dup2(done, 4) < 0 || dup2(null, 0) < 0 ||
+        dup2(null, 1) < 0 || dup2(null, 2) < 0)
+        _exit(127);
+    /* nothing else of ours (a lock on the user's config, a trial's pipe)
+     * may live on in it */
+    close_range(5, ~0U, 0);
+    pid_t me = getpid();
+    if (write(4, &me, sizeof me) != (ssize_t)sizeof me)
+        _exit(127);
+    char c;
+    while (read(3, &c, 1) < 0 && errno == EINTR)
+        ;
+    char arg[128];
+    snprintf(arg, sizeof arg, "--name=%s", name);
+    execlp("scancel", "scancel", arg, (char *)NULL);
+    _exit(127);
+}
+
+int slurm_guard_start(struct slurm_guard *g, const char *name)
+{
+    int p[2], d[2];
+    g->pid = -1;
+    g->fd = g->done = -1;
     if (pipe2(p, O_CLOEXEC))
         return -1;
-    pid_t pid = fork();
-    if (pid < 0) {
+    if (pipe2(d, 0)) {
         close(p[0]);
         close(p[1]);
         return -1;
     }
-    if (pid == 0) {
-        /* Its own session: the terminal's signals and a kill of the
-         * trials' groups do not reach it; only the pipe ends it. */
-        setsid();
-        signal(SIGINT, SIG_IGN);
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGHUP, SIG_IGN);
-        close(p[1]);
-        int null = open("/dev/null", O_RDWR);
-        if (null >= 0) {
-            dup2(null, 0);
-            dup2(null, 1);
-            dup2(null, 2);
+    /* Not our child: we are a subreaper, and a trial runner in this
+     * process reaps and signals every process below it.  Forked from a
+     * child that exits at once while we are not one, the guard goes to
+     * init (or a subreaper above us). */
+    int sub = 0;
+    prctl(PR_GET_CHILD_SUBREAPER, &sub);
+    if (sub)
+        prctl(PR_SET_CHILD_SUBREAPER, 0);
+    pid_t mid = fork();
+    if (mid == 0) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(p[1]);
+            close(d[0]);
+            slurm_guard_run(name, p[0], d[1]);
         }
-        char c;
-        while (read(p[0], &c, 1) != 0 && errno == EINTR)
-            ;
-        char arg[128];
-        snprintf(arg, sizeof arg, "--name=%s", name);
-        execlp("scancel", "scancel", arg, (char *)NULL);
-        _exit(127);
+        _exit(pid < 0);
     }
+    int st = -1;
+    if (mid > 0)
+        while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
+            ;
+    if (sub)
+        prctl(PR_SET_CHILD_SUBREAPER, 1);
     close(p[0]);
-    *fd = p[1];
-    return pid;
+    close(d[1]);
+    pid_t pid = -1;
+    ssize_t n = -1;
+    if (mid > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        do
+            n = read(d[0], &pid, sizeof pid);
+        while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof pid || pid <= 0) {
+        close(p[1]);
+        close(d[0]);
+        return -1;
+    }
+    fcntl(d[0], F_SETFD, FD_CLOEXEC);
+    g->pid = pid;
+    g->fd = p[1];
+    g->done = d[0];
+    return 0;
 }
 
-void slurm_guard_stop(pid_t pid, int fd)
+void slurm_guard_stop(struct slurm_guard *g)
 {
-    if (pid <= 0)
+    if (g->pid <= 0)
         return;
-    close(fd);
+    close(g->fd);
+    /* EOF on `done`: the guard and its scancel have exited */
     double until = mono_now() + 5;
-    int st;
-    while (waitpid(pid, &st, WNOHANG) == 0) {
-        if (mono_now() > until) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return;
+    for (;;) {
+        int ms = (int)((until - mono_now()) * 1000);
+        struct pollfd pf = { g->done, POLLIN, 0 };
+        int r = ms > 0 ? poll(&pf, 1, ms) : 0;
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0) {
+            kill(g->pid, SIGKILL);
+            break;
         }
-        usleep(20000);
+        char c;
+        ssize_t n = r > 0 ? read(g->done, &c, 1) : -1;
+        if (n == 0 || (n < 0 && errno != EINTR))
+            break;
     }
+    close(g->done);
+    g->pid = -1;
+    g->fd = g->done = -1;
 }

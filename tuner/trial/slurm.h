@@ -23,7 +23,9 @@
  * exit code; OUT_OF_MEMORY, TIMEOUT, PREEMPTED, NODE_FAIL, CANCELLED and
  * the rest print "autobatch: slurm job J ended STATE" (an OOM signature
  * for OUT_OF_MEMORY) and exit 1.  SIGTERM makes it scancel the task and
- * wait (bounded) until Slurm says it ended.  So the trial runner
+ * wait (bounded) until Slurm says it ended: the trial runner gives it
+ * SLURM_FOLLOW_STOP_S for that, not --kill-grace, which is for the
+ * user's processes (on the node Slurm's KillWait is).  So the trial runner
  * supervises a remote task as it does a local process: its output, its
  * OOM lines, its probe and report files (trial directories must then be
  * on a filesystem the compute nodes share: set TMPDIR).
@@ -45,6 +47,16 @@
 #include <sys/types.h>
 
 #include "util/strvec.h"
+
+/**
+ * Seconds a stopped follower may take before the trial runner kills it:
+ * Slurm shows a cancelled task COMPLETING for a second or more (1.5 to
+ * 2.9 s on the test cluster), and only then has the task's output file
+ * its last lines (slurmstepd's "CANCELLED AT" among them).  The follower
+ * bounds its own wait (15 s for Slurm, then the paced rest of the
+ * output); killed earlier, it would leave those lines unread.
+ */
+#define SLURM_FOLLOW_STOP_S 20.0
 
 /**
  * Cancel the job steps named `name` that squeue still lists and wait up
@@ -181,15 +193,21 @@ int slurm_follow(const char *job, const char *out, const char *beat, double pend
 /**
  * The queue's guard (from a login node): a job array that has not started
  * runs no watchdog, so if autobatch is killed outright (SIGKILL) its
- * pending tasks would stay queued.  slurm_guard_start() forks a process
- * in a session of its own that holds the read end of a pipe whose write
- * end only autobatch holds (close-on-exec); when that end closes, however
- * autobatch ends, the guard runs `scancel --name=NAME` (the arrays' job
- * name) and exits.  slurm_guard_stop() closes the pipe and waits for the
- * guard (at most a few seconds), so a normal run leaves nothing behind.
- * Returns the guard's pid and the pipe's write end in *fd, or -1.
+ * pending tasks would stay queued.  slurm_guard_start() starts a process
+ * in a session of its own, not a child of ours (trials reap and signal
+ * every process below autobatch), that holds the read end of a pipe
+ * whose write end only autobatch holds (close-on-exec); when that end
+ * closes, however autobatch ends, the guard runs `scancel --name=NAME`
+ * (the arrays' job name) and exits.  slurm_guard_stop() closes the pipe
+ * and waits (at most 5 s) until the guard and its scancel have exited, so
+ * a normal run leaves nothing behind.  Returns 0, or -1 with no guard.
  */
-pid_t slurm_guard_start(const char *name, int *fd);
-void slurm_guard_stop(pid_t pid, int fd);
+struct slurm_guard {
+    pid_t pid; /**< -1: none */
+    int fd;    /**< the pipe's write end: closed, the guard cancels */
+    int done;  /**< EOF once the guard and its scancel have exited */
+};
+int slurm_guard_start(struct slurm_guard *g, const char *name);
+void slurm_guard_stop(struct slurm_guard *g);
 
 #endif

@@ -4,12 +4,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "util/run.h"
 
-int run_capture(char *const *argv, char *out, size_t len, int err_too)
+int run_capture(char *const *argv, char *out, size_t len, int flags)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC))
@@ -20,7 +21,13 @@ int run_capture(char *const *argv, char *out, size_t len, int err_too)
         dup2(p[1], 1);
         if (devnull >= 0) {
             dup2(devnull, 0);
-            dup2(err_too ? p[1] : devnull, 2);
+            dup2(flags & RUN_ERR_TOO ? p[1] : devnull, 2);
+        }
+        /* ignored stays ignored across exec; the caller's handlers do not */
+        if (flags & RUN_DEAF) {
+            signal(SIGTERM, SIG_IGN);
+            signal(SIGINT, SIG_IGN);
+            signal(SIGHUP, SIG_IGN);
         }
         execvp(argv[0], argv);
         _exit(127);

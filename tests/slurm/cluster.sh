@@ -151,10 +151,23 @@ write_conf() {
 		mknod "$dir/dev/gpu$i" c 1 3
 	done
 
-	cat >"$dir/gres.conf" <<-EOF
-		AutoDetect=off
-		Name=gpu Type=fake File=$dir/dev/gpu[0-$((ngpus - 1))]
-	EOF
+	# Two GPU types, as a cluster with two generations has: the first half
+	# "small", the rest "big" (--gres=gpu:small:1 picks one of the first).
+	local nsmall=$((ngpus / 2)) gres
+	if ((nsmall > 0)); then
+		cat >"$dir/gres.conf" <<-EOF
+			AutoDetect=off
+			Name=gpu Type=small File=$dir/dev/gpu[0-$((nsmall - 1))]
+			Name=gpu Type=big File=$dir/dev/gpu[$nsmall-$((ngpus - 1))]
+		EOF
+		gres=gpu:small:$nsmall,gpu:big:$((ngpus - nsmall))
+	else
+		cat >"$dir/gres.conf" <<-EOF
+			AutoDetect=off
+			Name=gpu Type=big File=$dir/dev/gpu[0-$((ngpus - 1))]
+		EOF
+		gres=gpu:big:$ngpus
+	fi
 
 	local task=task/none
 	if [[ $proctrack == cgroup ]]; then
@@ -208,7 +221,7 @@ write_conf() {
 		AccountingStorageType=accounting_storage/none
 		GresTypes=gpu
 		$overrides
-		NodeName=abnode NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=gpu:fake:$ngpus State=UNKNOWN
+		NodeName=abnode NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem Gres=$gres State=UNKNOWN
 		PartitionName=debug Nodes=abnode Default=YES MaxTime=INFINITE State=UP
 		PartitionName=other Nodes=abnode Default=NO MaxTime=INFINITE State=UP
 		PartitionName=never Nodes=abnode Default=NO MaxTime=INFINITE State=DOWN

@@ -1090,6 +1090,44 @@ static void test_payload_sparse(void **state)
     json_decref(r);
 }
 
+/* A matrix (--slurm-targets posts one): as it is in the generic format;
+ * in the chat formats one line per row, a pending one said so. */
+static void test_payload_matrix(void **state)
+{
+    (void)state;
+    char *body, err[256];
+    size_t len;
+    json_t *m = json_loads(
+        "{\"schema\":\"autobatch.matrix/1\",\"same_command\":true,\"cells\":[],\"rows\":["
+        "{\"name\":\"debug:small\",\"machine\":\"Slurm target debug:small\",\"command\":[\"t.sh\"],"
+        "\"best\":{\"micro_batch\":48,\"grad_accum\":1,\"checkpointing\":false},"
+        "\"samples_per_s\":612.5,\"exit\":0},"
+        "{\"name\":\"never\",\"machine\":\"Slurm target never\",\"command\":[\"t.sh\"],"
+        "\"best\":null,\"exit\":5,\"slurm_pending\":\"PartitionDown\"}]}", 0, NULL);
+    assert_non_null(m);
+    assert_int_equal(webhook_payload(m, WEBHOOK_GENERIC, &body, &len, err, sizeof err), 0);
+    json_t *g = json_loads(body, 0, NULL);
+    assert_true(json_equal(g, m));
+    json_decref(g);
+    free(body);
+    for (int f = WEBHOOK_SLACK; f <= WEBHOOK_TEAMS; f++) {
+        assert_int_equal(webhook_payload(m, (enum webhook_format)f, &body, &len, err, sizeof err), 0);
+        json_t *p = json_loads(body, 0, NULL);
+        assert_non_null(p);
+        char text[8192] = "";
+        all_text(p, text, sizeof text);
+        assert_non_null(strstr(text, "autobatch matrix: 1 of 2 with a configuration chosen"));
+        /* (Discord's markdown escapes the underscores) */
+        assert_non_null(strstr(text, "Slurm target debug:small"));
+        assert_non_null(strstr(text, "batch 48 \xc3\x97 grad"));
+        assert_non_null(strstr(text, "612.5/s"));
+        assert_non_null(strstr(text, "PENDING in the queue (PartitionDown)"));
+        json_decref(p);
+        free(body);
+    }
+    json_decref(m);
+}
+
 /* Every results file of tests/data (real runs of autobatch: GPUs, a
  * crash, a hang, an interrupt, a joint search, a partial file) gives
  * a payload in each format that keeps the limits. */
@@ -1410,6 +1448,7 @@ int main(void)
         cmocka_unit_test(test_payload_formats),
         cmocka_unit_test(test_payload_limits),
         cmocka_unit_test(test_payload_sparse),
+        cmocka_unit_test(test_payload_matrix),
         cmocka_unit_test(test_payload_real_results),
         cmocka_unit_test(test_spool_save_and_flush),
         cmocka_unit_test(test_spool_refused_and_junk),

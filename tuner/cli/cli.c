@@ -30,10 +30,10 @@ enum opt_id {
     O_EMULATE_WITH, O_EVENTS, O_ALLOW,
     O_GLOBAL_BATCH, O_GPUS, O_GPUS_PER_TRIAL, O_PARALLEL, O_GRAD_ACCUM, O_LAUNCHER,
     O_HANG_TIMEOUT, O_HEADROOM, O_HELP, O_HTML, O_JSON, O_JUNIT, O_KILL_GRACE, O_KNOB,
-    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_NO_REPLAY, O_SHOW_OUTPUT, O_SLURM_ARG, O_SLURM_PENDING, O_STEPS, O_KEEP_TRACES,
+    O_MARKDOWN, O_NO_CACHE, O_NO_PROBE, O_PRESET, O_QUIET, O_REGRESSION_THRESHOLD, O_REPLAY, O_NO_REPLAY, O_SHOW_OUTPUT, O_SLURM_ARG, O_SLURM_PENDING, O_SLURM_TARGETS, O_STEPS, O_KEEP_TRACES,
     O_TRIAL_MEMORY_LIMIT, O_TRIAL_TIMEOUT, O_VERBOSE, O_WEBHOOK, O_WEBHOOK_FORMAT,
     O_WEBHOOK_INSECURE, O_VERSION, O_WARMUP,
-    O_WORLD_SIZE, O_WORST_CASE, O_WORST_CASE_SCAN, O_WRITE,
+    O_WORLD_SIZE, O_WORST_CASE, O_WORST_CASE_SCAN, O_WRITE, O_WRITE_TARGET,
 };
 
 struct opt {
@@ -92,6 +92,7 @@ static const struct opt cli_opts[] = {
     { "show-output", OPT_FLAG, 0, O_SHOW_OUTPUT, T },
     { "slurm-arg", OPT_STRING, 0, O_SLURM_ARG, T },
     { "slurm-pending", OPT_DURATION, 0, O_SLURM_PENDING, T },
+    { "slurm-targets", OPT_STRING, 0, O_SLURM_TARGETS, T },
     { "steps", OPT_COUNT, 0, O_STEPS, 0 },
     { "trial-memory-limit", OPT_STRING, 0, O_TRIAL_MEMORY_LIMIT, T },
     { "trial-timeout", OPT_DURATION, 0, O_TRIAL_TIMEOUT, T },
@@ -105,6 +106,7 @@ static const struct opt cli_opts[] = {
     { "worst-case", OPT_STRING, 0, O_WORST_CASE, T },
     { "worst-case-scan", OPT_DURATION, 0, O_WORST_CASE_SCAN, T },
     { "write", OPT_FLAG, 0, O_WRITE, T },
+    { "write-target", OPT_STRING, 0, O_WRITE_TARGET, T },
 };
 #undef T
 
@@ -197,6 +199,10 @@ static const char cli_usage[] =
 "                        --partition=gpu --slurm-arg --mem=64G\n"
 "  --slurm-pending D     from a login node: a trial still pending in the queue after\n"
 "                        D is cancelled, and the search stops there (default: wait)\n"
+"  --slurm-targets LIST  from a login node: PARTITION or PARTITION:GRES_TYPE, comma-\n"
+"                        separated; each searched as its own job arrays, side by side;\n"
+"                        results per target, one matrix, one webhook post\n"
+"  --write-target T      with several --slurm-targets: write T's choice (implies --write)\n"
 "  --emulate-gpu-memory SIZE  make every GPU behave as one of SIZE (e.g. 24G): what\n"
 "                        fits on a smaller card, measured on a big one\n"
 "  --emulate-with preload|probe  how: an LD_PRELOAD library that caps device\n"
@@ -362,6 +368,35 @@ int cli_batch_range(const char *arg, long *min, long *max, long *step)
     *max = v[1];
     *step = v[2];
     return 0;
+}
+
+/* --slurm-targets LIST: PARTITION[:GRES_TYPE], comma-separated, each
+ * once, names Slurm takes (letters, digits, '_', '-', '.'). */
+static enum cli_status cli_targets(const char *arg, struct plan *p)
+{
+    if (strlen(arg) >= sizeof p->targets_buf)
+        return cli_bad("--slurm-targets: the list is too long (at most %zu characters)",
+                       sizeof p->targets_buf - 1);
+    snprintf(p->targets_buf, sizeof p->targets_buf, "%s", arg);
+    p->ntargets = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(p->targets_buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        size_t part = strspn(t, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.");
+        size_t type = t[part] == ':' ? strspn(t + part + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghij"
+                                                          "klmnopqrstuvwxyz0123456789_-.") : 0;
+        if (!part || (t[part] && (t[part] != ':' || !type || t[part + 1 + type])))
+            return cli_bad("--slurm-targets '%s': each target is PARTITION or PARTITION:GRES_TYPE, "
+                           "e.g. --slurm-targets a100,h100:h100", arg);
+        for (int k = 0; k < p->ntargets; k++)
+            if (!strcmp(p->targets[k], t))
+                return cli_bad("--slurm-targets '%s': '%s' is named twice", arg, t);
+        if (p->ntargets == PLAN_MAX_TARGETS)
+            return cli_bad("--slurm-targets: at most %d targets", PLAN_MAX_TARGETS);
+        p->targets[p->ntargets++] = t;
+    }
+    if (!p->ntargets)
+        return cli_bad("--slurm-targets is empty; give partitions, e.g. --slurm-targets a100,h100");
+    return CLI_RUN;
 }
 
 static enum cli_status cli_range(const char *arg, struct plan *p)
@@ -573,6 +608,12 @@ static enum cli_status cli_apply(const struct opt *o, const char *arg, struct pl
     case O_WRITE:
         p->write = 1;
         break;
+    case O_WRITE_TARGET:
+        p->write = 1;
+        p->write_target = arg;
+        break;
+    case O_SLURM_TARGETS:
+        return cli_targets(arg, p);
     case O_HELP:
         fputs(cli_usage, stdout);
         return CLI_DONE;
@@ -703,6 +744,20 @@ enum cli_status cli_parse(int argc, char **argv, struct plan *p)
         return cli_bad("--quiet hides the command's output and --show-output shows it; "
                        "choose one");
     p->command = &argv[i];
+    if (p->write_target && !p->ntargets)
+        return cli_bad("--write-target '%s' picks one of --slurm-targets; give --slurm-targets, "
+                       "or use --write", p->write_target);
+    if (p->write_target) {
+        int found = 0;
+        for (int t = 0; t < p->ntargets; t++)
+            found |= !strcmp(p->targets[t], p->write_target);
+        if (!found)
+            return cli_bad("--write-target '%s' is not one of --slurm-targets; name one of them",
+                           p->write_target);
+    } else if (p->write && p->ntargets > 1) {
+        return cli_bad("--write: --slurm-targets gives one answer per target; add --write-target "
+                       "T to write T's");
+    }
     if (!p->webhook_url) {
         const char *env = getenv("AUTOBATCH_WEBHOOK_URL");
         p->webhook_url = env && *env ? env : NULL;

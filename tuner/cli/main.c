@@ -23,6 +23,7 @@
 #include "cli/outputs.h"
 #include "cli/outq.h"
 #include "cli/per_model.h"
+#include "cli/targets.h"
 #include "cli/progress.h"
 #include "cli/say.h"
 #include "cli/subcmd.h"
@@ -130,6 +131,9 @@ int main(int argc, char **argv)
                    ? per_model_run(argc, argv, &plan, &s.gpu, &ab_interrupted)
                    : AB_EXIT_USAGE;
         session_close(&s);
+        /* the targets' runs start once this run's scratch and locks are gone */
+        if (opened == SESSION_TARGETS)
+            status = targets_run(argc, argv, &plan, &ab_interrupted);
         json_decref(baseline);
         return status;
     }

@@ -22,7 +22,7 @@
 #include "util/strvec.h"
 
 /* "NVIDIA A100-SXM4-80GB" -> "nvidia-a100-sxm4-80gb", for file names. */
-static void per_model_slug(const char *name, char *out, size_t len)
+void per_model_slug(const char *name, char *out, size_t len)
 {
     size_t k = 0;
     for (const char *p = name; *p && k + 1 < len; p++) {
@@ -39,7 +39,7 @@ static void per_model_slug(const char *name, char *out, size_t len)
 }
 
 /* PATH with -SLUG before its extension ("r.json" -> "r-nvidia-l4.json"). */
-static char *per_model_suffixed(const char *path, const char *slug)
+char *per_model_suffixed(const char *path, const char *slug)
 {
     const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
     size_t stem = dot && (!slash || dot > slash) && dot != path ? (size_t)(dot - path) : strlen(path);
@@ -47,6 +47,60 @@ static char *per_model_suffixed(const char *path, const char *slug)
     if (asprintf(&out, "%.*s-%s%s", (int)stem, path, slug, path + stem) < 0)
         return NULL;
     return out;
+}
+
+int per_model_argv(struct strvec *av, int argc, char **argv, const struct plan *plan,
+                   const struct split_part *part)
+{
+    int rc = strvec_push(av, argv[0]);
+    if (part->json)
+        rc |= strvec_pushf(av, "--json=%s", part->json);
+    for (int i = 1; i < argc && !rc; i++) {
+        const char *arg = argv[i];
+        if (plan->command && argv + i >= plan->command) {
+            rc |= strvec_push(av, arg);
+            continue;
+        }
+        if (!strcmp(arg, "--")) {
+            rc |= strvec_push(av, arg);
+            continue;
+        }
+        static const char *const files[] = { "--json", "--markdown", "--html", "--junit" };
+        static const char *const valued[] = { "--gpus", "--slurm-targets", "--write-target",
+                                              "--webhook", "--webhook-format" };
+        int file = 0, which = -1;
+        for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
+            size_t fl = strlen(files[f]);
+            if (!strncmp(arg, files[f], fl) && (arg[fl] == '\0' || arg[fl] == '='))
+                file = 1;
+        }
+        if (part->suffix_baseline && (!strcmp(arg, "--baseline") || !strncmp(arg, "--baseline=", 11)))
+            file = 1;
+        for (size_t f = 0; f < sizeof valued / sizeof *valued; f++) {
+            size_t fl = strlen(valued[f]);
+            if (!strncmp(arg, valued[f], fl) && (arg[fl] == '\0' || arg[fl] == '='))
+                which = (int)f;
+        }
+        if ((!strcmp(arg, "--write") && !part->keep_write) ||
+            (!strcmp(arg, "--webhook-insecure") && part->drop_webhook))
+            continue;
+        if (!file && which < 0) {
+            rc |= strvec_push(av, arg);
+            continue;
+        }
+        const char *eq = strchr(arg, '=');
+        const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : "";
+        size_t nl = eq ? (size_t)(eq - arg) : strlen(arg);
+        const char *set = which == 0 && part->gpus ? part->gpus
+                        : which == 1 && part->target ? part->target : NULL;
+        if ((which == 2 && !part->keep_write) || (which >= 3 && part->drop_webhook))
+            continue;
+        char *nv = set ? strdup(set) : file && strcmp(val, "-") ? per_model_suffixed(val, part->tag)
+                                                               : strdup(val);
+        rc |= !nv || strvec_pushf(av, "%.*s=%s", (int)nl, arg, nv ? nv : "");
+        free(nv);
+    }
+    return rc ? -1 : 0;
 }
 
 int per_model_run(int argc, char **argv, const struct plan *plan, const struct gpu *g,
@@ -92,40 +146,8 @@ int per_model_run(int argc, char **argv, const struct plan *plan, const struct g
         snprintf(tag, sizeof tag, "%s-%s", slug, gib);
         /* The same command line, with this model's GPUs and file names. */
         struct strvec av = STRVEC_INIT;
-        int rc = strvec_push(&av, argv[0]);
-        int after_dashdash = 0;
-        for (int i = 1; i < argc && !rc; i++) {
-            const char *arg = argv[i];
-            if (after_dashdash || (plan->command && argv + i >= plan->command)) {
-                rc |= strvec_push(&av, arg);
-                continue;
-            }
-            if (!strcmp(arg, "--")) {
-                after_dashdash = 1;
-                rc |= strvec_push(&av, arg);
-                continue;
-            }
-            static const char *const files[] = { "--json", "--markdown", "--html", "--junit" };
-            int file = 0, gpus = !strcmp(arg, "--gpus") || !strncmp(arg, "--gpus=", 7);
-            for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
-                size_t fl = strlen(files[f]);
-                if (!strncmp(arg, files[f], fl) && (arg[fl] == '\0' || arg[fl] == '='))
-                    file = 1;
-            }
-            if (!strcmp(arg, "--write"))
-                continue;
-            if (gpus || file) {
-                const char *eq = strchr(arg, '=');
-                const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : "";
-                size_t nl = eq ? (size_t)(eq - arg) : strlen(arg);
-                char *nv = gpus ? strdup(list) : strcmp(val, "-") ? per_model_suffixed(val, tag) : strdup("-");
-                rc |= !nv || strvec_pushf(&av, "%.*s=%s", (int)nl, arg, nv ? nv : "");
-                free(nv);
-                continue;
-            }
-            rc |= strvec_push(&av, arg);
-        }
-        if (rc) {
+        struct split_part part = { .gpus = list, .tag = tag };
+        if (per_model_argv(&av, argc, argv, plan, &part)) {
             strvec_release(&av);
             cli_error("out of memory");
             return AB_EXIT_USAGE;

@@ -16,6 +16,7 @@
 #define PLAN_MAX_KNOBS 8
 #define PLAN_MAX_ACCUM 32
 #define PLAN_MAX_SLURM_ARGS 16
+#define PLAN_MAX_TARGETS 16
 
 struct plan {
     const char *preset_name;  /**< a built-in name, "auto", or a file */
@@ -62,6 +63,12 @@ struct plan {
     const char *slurm_args[PLAN_MAX_SLURM_ARGS]; /**< --slurm-arg ARG, in order (checked by the session) */
     int nslurm_args;
     double slurm_pending_s;   /**< --slurm-pending D: cancel an array task still pending after D; 0 never */
+    /** --slurm-targets: PARTITION or PARTITION:GRES_TYPE each (checked);
+     *  one: this run's; several: one run each, side by side (cli/targets.h) */
+    const char *targets[PLAN_MAX_TARGETS];
+    int ntargets;
+    char targets_buf[1024];
+    const char *write_target; /**< --write-target T (one of targets; implies --write), or NULL */
     uint64_t emulate_bytes;   /**< --emulate-gpu-memory; 0: the real memory */
     const char *emulate_with; /**< --emulate-with preload|probe (preload) */
     const char *events_path;  /**< --events FILE|-, or NULL */

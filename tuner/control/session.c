@@ -228,7 +228,7 @@ static int session_results(struct session *s)
 
 /* Side by side (--gpus), as Slurm job steps, on emulated memory: the
  * slots and everything about them checked.  Returns SESSION_OK, or
- * SESSION_BAD with the reason in why, or SESSION_SPLIT. */
+ * SESSION_BAD with the reason in why, or SESSION_SPLIT or SESSION_TARGETS. */
 static enum session_status session_devices(struct session *s, char *why, size_t whylen)
 {
     const struct plan *plan = s->plan;
@@ -239,6 +239,14 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
         s->slurm = 0; /* the command makes its own job step */
     int slurm = s->slurm;
     why[0] = '\0';
+    int target_type = 0; /* a GRES type in a target: each trial gets a GPU of it */
+    for (int t = 0; t < plan->ntargets; t++)
+        target_type |= strchr(plan->targets[t], ':') != NULL;
+    if (plan->ntargets && !(slurm && !getenv("SLURM_JOB_ID"))) {
+        snprintf(why, whylen, "--slurm-targets: each target's trials go out as job arrays from a "
+                              "login node; add --launcher slurm and run it outside an allocation");
+        return SESSION_BAD;
+    }
     /* --slurm-arg: for Slurm trials only, none that autobatch sets itself */
     for (int i = 0; i < plan->nslurm_args; i++) {
         if (own_srun)
@@ -249,7 +257,9 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
                                   "--launcher slurm (or run inside an allocation)",
                      plan->slurm_args[i]);
         else
-            slurm_arg_check(plan->slurm_args[i], plan->gpus[0] != '\0', why, whylen);
+            slurm_arg_check(plan->slurm_args[i],
+                            (plan->gpus[0] || target_type ? SLURM_ARG_GPUS : 0) |
+                                (plan->ntargets ? SLURM_ARG_TARGET : 0), why, whylen);
         if (why[0])
             return SESSION_BAD;
     }
@@ -294,6 +304,8 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
             snprintf(why, whylen, "%s", bad);
         return SESSION_BAD;
     }
+    if (plan->ntargets > 1)
+        return SESSION_TARGETS;
     struct results *res = &s->res;
     if (plan->emulate_bytes) {
         res->emulated = plan->emulate_bytes;
@@ -302,6 +314,7 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
         gpu_emulate(gpu, plan->emulate_bytes);
     }
     res->launcher = !slurm ? "local" : getenv("SLURM_JOB_ID") ? "slurm" : "slurm-array";
+    res->slurm_target = plan->ntargets == 1 ? plan->targets[0] : NULL;
     /* Job arrays: whatever ends autobatch, its queued tasks are cancelled
      * (a pending task runs no watchdog). */
     if (slurm && !getenv("SLURM_JOB_ID") && !s->guarded) {
@@ -432,8 +445,18 @@ enum session_status session_arm(struct session *s, const struct tune_view *v)
      * bisection opens in the middle. */
     for (size_t i = 0; i < s->space.ncells; i++)
         s->space.cells[i].search.open_mid = gpu_capacity(gpu) <= 0;
+    /* From a login node this machine's GPUs say nothing: the trials run
+     * where the target and the --slurm-arg options send them. */
+    char where[4096];
+    size_t off = (size_t)snprintf(where, sizeof where, "%s", gpu->fingerprint);
+    if (s->slurm && !getenv("SLURM_JOB_ID")) {
+        off += (size_t)snprintf(where + off, sizeof where - off, "|slurm-array %s",
+                                plan->ntargets == 1 ? plan->targets[0] : "-");
+        for (int i = 0; i < plan->nslurm_args && off < sizeof where; i++)
+            off += (size_t)snprintf(where + off, sizeof where - off, " %s", plan->slurm_args[i]);
+    }
     cache_key_make(&s->ck, plan->command, s->setup.have_config ? &s->setup.config : NULL, &s->so,
-                   gpu->fingerprint);
+                   where);
     int seeded = plan->no_cache ? 0 : cache_load(&s->ck, &s->space);
     s->cached = seeded > 0;
     res->warm_start = s->cached;

@@ -20,6 +20,8 @@
  *      Slurm, emulated memory, the warm start from the cache, the replay
  *      guide.  SESSION_SPLIT: the GPUs are of several models; the caller
  *      searches each apart (cli/per_model.c) and nothing else is run.
+ *      SESSION_TARGETS: several --slurm-targets, every option checked;
+ *      the caller searches each apart, side by side (cli/targets.c).
  *   4. session_tune(&s, &run): a struct tune_run over s, for tune_loop.
  *   5. session_answer(&s, &run, &view): the choice among the fits, the
  *      run's exit status (DESIGN.md 2.4, control/exit.h), the cache saved.
@@ -52,6 +54,7 @@ enum session_status {
     SESSION_OK = 0,
     SESSION_BAD,    /**< an error line was said: exit AB_EXIT_USAGE */
     SESSION_SPLIT,  /**< several GPU models: search each apart */
+    SESSION_TARGETS, /**< several --slurm-targets: search each apart, side by side */
 };
 
 struct session {

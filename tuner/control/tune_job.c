@@ -862,7 +862,23 @@ int tune_slurm_submit(struct tune_run *r, struct tune_job *jobs, size_t n)
     char rounddir[4200], name[64], gres[32], err[512];
     snprintf(rounddir, sizeof rounddir, "%s/round-%ld", r->dir, jobs[0].id);
     snprintf(name, sizeof name, "autobatch-%ld", (long)getpid());
-    snprintf(gres, sizeof gres, "gpu:%ld", r->plan->gpus_per_trial);
+    /* --slurm-targets, one: its partition first (the user's --slurm-arg
+     * cannot name one), its GRES type in each trial's GPU request */
+    const struct plan *plan = r->plan;
+    const char *target = plan->ntargets == 1 ? plan->targets[0] : NULL;
+    const char *type = target ? strchr(target, ':') : NULL;
+    snprintf(gres, sizeof gres, "gpu:%s%s%ld", type ? type + 1 : "", type ? ":" : "",
+             plan->gpus_per_trial);
+    const char *extra[SLURM_MAX_ARGS + 1];
+    char part[160];
+    size_t nextra = 0;
+    if (target) {
+        snprintf(part, sizeof part, "--partition=%.*s",
+                 (int)(type ? (size_t)(type - target) : strlen(target)), target);
+        extra[nextra++] = part;
+    }
+    for (int i = 0; i < plan->nslurm_args && nextra < sizeof extra / sizeof *extra; i++)
+        extra[nextra++] = plan->slurm_args[i];
     if (mkdir(rounddir, 0700)) {
         tune_say(r, TUNE_ERROR, "cannot make '%s': %s", rounddir, strerror(errno));
         return -1;
@@ -870,10 +886,9 @@ int tune_slurm_submit(struct tune_run *r, struct tune_job *jobs, size_t n)
     for (size_t i = 0; i < n; i++)
         tasks[i] = (struct slurm_task){ &jobs[i].t.argv, jobs[i].t.env.v, jobs[i].t.cwd,
                                         jobs[i].tdir };
-    long minutes = r->plan->trial_timeout_s > 0 ? (long)(r->plan->trial_timeout_s / 60) + 2 : 0;
-    if (slurm_array_submit(tasks, n, rounddir, name, r->plan->gpus[0] ? gres : NULL, minutes,
-                           r->plan->slurm_args, (size_t)r->plan->nslurm_args, r->self,
-                           r->plan->slurm_pending_s, err, sizeof err)) {
+    long minutes = plan->trial_timeout_s > 0 ? (long)(plan->trial_timeout_s / 60) + 2 : 0;
+    if (slurm_array_submit(tasks, n, rounddir, name, plan->gpus[0] || type ? gres : NULL, minutes,
+                           extra, nextra, r->self, plan->slurm_pending_s, err, sizeof err)) {
         tune_say(r, TUNE_ERROR, "--launcher slurm: %s", err);
         return -1;
     }

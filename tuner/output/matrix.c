@@ -160,8 +160,13 @@ static char *mx_machine(const json_t *doc)
 {
     const json_t *host = mx_get(doc, "host"), *gpus = mx_get(host, "gpus");
     const char *hostname = json_string_value(mx_get(host, "hostname"));
+    const char *target = json_string_value(mx_get(mx_get(doc, "summary"), "slurm_target"));
     char *s = NULL;
-    if (json_array_size(gpus)) {
+    if (target) {
+        /* job arrays from a login node: the GPUs are the target's */
+        if (asprintf(&s, "Slurm target %s", target) < 0)
+            s = NULL;
+    } else if (json_array_size(gpus)) {
         const json_t *g = json_array_get(gpus, 0);
         const char *name = json_string_value(mx_get(g, "name"));
         char mem[48] = "", count[32] = "";
@@ -302,7 +307,12 @@ static int mx_markdown(json_t *const *docs, const char *const *names, size_t n, 
                         strcmp(unit, "samples") ? unit : "", mem);
         } else {
             long long e = mx_int(mx_get(doc, "summary"), "exit");
-            if (e >= 0)
+            const char *pending = json_string_value(mx_get(mx_get(doc, "summary"), "slurm_pending"));
+            if (pending) {
+                fputs("PENDING (", f);
+                mx_md(f, pending);
+                fputs(") | " DASH " | " DASH " |", f);
+            } else if (e >= 0)
                 fprintf(f, "none (exit %lld) | " DASH " | " DASH " |", e);
             else
                 fputs("none | " DASH " | " DASH " |", f);
@@ -399,6 +409,10 @@ static int mx_json(json_t *const *docs, const char *const *names, size_t n, cons
                                 "peak_mem_bytes", mx_copy(mx_get(best, "peak_mem_bytes")),
                                 "exit", mx_copy(mx_get(mx_get(doc, "summary"), "exit")),
                                 "max_fit", fits ? fits : json_null());
+        json_object_set_new(row, "slurm_target",
+                            mx_copy(mx_get(mx_get(doc, "summary"), "slurm_target")));
+        json_object_set_new(row, "slurm_pending",
+                            mx_copy(mx_get(mx_get(doc, "summary"), "slurm_pending")));
         free(machine);
         bad |= json_array_append_new(rows, row);
     }

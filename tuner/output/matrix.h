@@ -4,9 +4,12 @@
  * one table (`autobatch matrix R1.json R2.json ...`).
  *
  * One row per results file, in the order given; the row is named after
- * the machine: the first GPU's model and memory ("NVIDIA H100 80GB HBM3,
- * 79.6 GiB", prefixed "2 x " when the host has two), or "no GPU (HOST)"
- * when the file lists none.  Columns: the machine, the file's name, the
+ * the machine: "Slurm target PARTITION[:TYPE]" for a run of
+ * --slurm-targets, else the first GPU's model and memory ("NVIDIA H100
+ * 80GB HBM3, 79.6 GiB", prefixed "2 x " when the host has two), or "no
+ * GPU (HOST)" when the file lists none.  A run that found nothing because
+ * Slurm kept its trial pending (--slurm-pending) says "PENDING (REASON)"
+ * where the choice would be.  Columns: the machine, the file's name, the
  * chosen configuration, its samples/s and peak memory, then the largest
  * fitting micro-batch of every (grad_accum, checkpointing) cell searched
  * by any of the files (their union, sorted: checkpointing off before on,
@@ -34,7 +37,8 @@
  *              "gpu": {name, memory_total_bytes, count} or null,
  *              "command": [...] or null, "best": {...} or null,
  *              "samples_per_s": ... or null, "peak_mem_bytes": ... or null,
- *              "exit": ... or null,
+ *              "exit": ... or null, "slurm_target": ... or null,
+              "slurm_pending": REASON or null,
  *              "max_fit": [one entry per "cells" entry: the file's max_fit
  *                          object for that cell, or null]}]}
  */

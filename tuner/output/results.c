@@ -834,6 +834,8 @@ json_t *results_to_json(const struct results *r)
         json_object_set_new(doc, "teardown", str_or_null(r->teardown));
         json_object_set_new(json_object_get(doc, "summary"), "slurm_pending",
                             r->slurm_pending[0] ? json_string(r->slurm_pending) : json_null());
+        json_object_set_new(json_object_get(doc, "summary"), "slurm_target",
+                            str_or_null(r->slurm_target));
         json_object_set_new(json_object_get(doc, "summary"), "warm_start",
                             json_boolean(r->warm_start));
         json_t *space = json_object_get(doc, "space");

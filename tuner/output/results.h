@@ -203,6 +203,7 @@ struct results {
     int exit_status;
     int interrupted;
     char slurm_pending[128]; /**< why Slurm kept a trial pending past --slurm-pending; "" none */
+    const char *slurm_target; /**< --slurm-targets, this run's one (PARTITION[:GRES_TYPE]); NULL none */
 };
 #define RESULTS_INIT { 0 }
 

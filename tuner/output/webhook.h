@@ -162,6 +162,12 @@ const char *webhook_format_name(enum webhook_format f);
  *                    an AdaptiveCard version 1.4 of TextBlocks and
  *                    FactSets}]}, at most 40 cells and 20 changes listed,
  *                    so the message stays under Teams' 28 KB.
+ *
+ * A matrix document (autobatch.matrix/1, matrix.h; --slurm-targets posts
+ * one) goes as it is in the generic format; in the chat formats its rows
+ * take the cells' place, each "MACHINE: the choice" (or PENDING, or why
+ * nothing was chosen), under "autobatch matrix: K of N with a
+ * configuration chosen".
  */
 int webhook_payload(const json_t *results, enum webhook_format f, char **body, size_t *len,
                     char *err, size_t errlen);

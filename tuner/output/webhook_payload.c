@@ -506,6 +506,68 @@ static int summary_make(struct summary *s, const json_t *r)
     return s->oom ? -1 : 0;
 }
 
+/* A matrix (autobatch.matrix/1): one line per row, the row's name and
+ * its choice (or why there is none), in the cells' place. */
+static int summary_make_matrix(struct summary *s, const json_t *m)
+{
+    memset(s, 0, sizeof *s);
+    const json_t *rows = json_object_get(m, "rows");
+    size_t n = json_array_size(rows), chosen = 0, worst = 0;
+    if (n) {
+        s->cell_label = calloc(n, sizeof *s->cell_label);
+        s->cell_value = calloc(n, sizeof *s->cell_value);
+        s->cell_line = calloc(n, sizeof *s->cell_line);
+        if (!s->cell_label || !s->cell_value || !s->cell_line)
+            s->oom = 1;
+    }
+    for (size_t i = 0; i < n && !s->oom; i++) {
+        const json_t *row = json_array_get(rows, i), *best = json_object_get(row, "best");
+        const json_t *ex = json_object_get(row, "exit");
+        char name[PIECE_MAX + 1], value[PIECE_MAX + 128], why[PIECE_MAX + 1];
+        fmt_str(json_object_get(row, "machine"), "", name, sizeof name, PIECE_MAX);
+        if (!*name)
+            fmt_str(json_object_get(row, "name"), "?", name, sizeof name, PIECE_MAX);
+        long code = json_is_integer(ex) ? (long)json_integer_value(ex) : -1;
+        if (code > 0 && (size_t)code > worst)
+            worst = (size_t)code;
+        if (json_is_object(best) && json_is_number(json_object_get(best, "micro_batch"))) {
+            char mb[32], ga[32], sps[48] = "";
+            fmt_num(json_object_get(best, "micro_batch"), mb, sizeof mb);
+            fmt_num(json_object_get(best, "grad_accum"), ga, sizeof ga);
+            const json_t *v = json_object_get(row, "samples_per_s");
+            if (json_is_number(v))
+                snprintf(sps, sizeof sps, ", %.1f/s", json_number_value(v));
+            snprintf(value, sizeof value, "micro_batch %s \xc3\x97 grad_accum %s, checkpointing %s%s",
+                     mb, ga, ckpt_text(json_object_get(best, "checkpointing")), sps);
+            chosen++;
+        } else if (json_is_string(json_object_get(row, "slurm_pending"))) {
+            fmt_str(json_object_get(row, "slurm_pending"), "", why, sizeof why, PIECE_MAX);
+            snprintf(value, sizeof value, "PENDING in the queue (%s)", why);
+        } else {
+            snprintf(value, sizeof value, "no configuration chosen: %s", exit_text(code));
+        }
+        s->cell_label[i] = sdup(s, "%s", name);
+        s->cell_value[i] = sdup(s, "%s", value);
+        s->cell_line[i] = sdup(s, "%s: %s", name, value);
+        s->ncells = i + 1;
+    }
+    s->ok = n && chosen == n;
+    s->title = sdup(s, "%zu of %zu with a configuration chosen", chosen, n);
+    s->throughput = sdup(s, "per row");
+    s->trials = sdup(s, "per row");
+    s->exit = worst ? sdup(s, "%zu (%s) in some rows", worst, exit_text((long)worst))
+                    : sdup(s, "0 in every row");
+    s->gpu = sdup(s, "per row");
+    s->started = sdup(s, "-");
+    const json_t *cmd = json_object_get(json_array_get(rows, 0), "command");
+    s->command = json_is_array(cmd) && json_is_true(json_object_get(m, "same_command"))
+                     ? join_command(cmd) : strdup("");
+    if (!s->command)
+        s->oom = 1;
+    s->headline = sdup(s, "autobatch matrix: %zu of %zu with a configuration chosen", chosen, n);
+    return s->oom ? -1 : 0;
+}
+
 /* ================================================================ */
 /* The chat formats                                                  */
 
@@ -830,7 +892,9 @@ int webhook_payload(const json_t *results, enum webhook_format f, char **body, s
     if (f == WEBHOOK_GENERIC) {
         doc = json_incref((json_t *)results);
     } else {
-        if (summary_make(&s, results) < 0) {
+        const char *schema = json_string_value(json_object_get(results, "schema"));
+        int matrix = schema && !strcmp(schema, "autobatch.matrix/1");
+        if ((matrix ? summary_make_matrix(&s, results) : summary_make(&s, results)) < 0) {
             summary_release(&s);
             errbuf_set(err, errlen, "out of memory building the webhook payload");
             return -1;

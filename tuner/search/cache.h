@@ -4,8 +4,10 @@
  * cell (largest fit, smallest failure) is kept under
  * $XDG_CACHE_HOME/autobatch (default ~/.cache/autobatch), in a file named
  * by a key over everything the boundary depends on: the command line, the
- * config file's bytes, the GPUs (model and memory of each, or "no-gpu"),
- * the batch grid and the world size.  A later run with the same key tries
+ * config file's bytes, the GPUs (model and memory of each, or "no-gpu";
+ * for job arrays from a login node also the Slurm target and the
+ * --slurm-arg options, which say where the trials run), the batch grid
+ * and the world size.  A later run with the same key tries
  * the cached largest fit and smallest failure of each cell first; when
  * both come out as before, that cell's boundary is confirmed in two
  * trials instead of a search; then the cell's fastest measured size and

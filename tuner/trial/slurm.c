@@ -362,7 +362,7 @@ static const char *slurm_opt_in(const char *name, size_t n, const char *const *l
     return NULL;
 }
 
-int slurm_arg_check(const char *arg, int gpus, char *err, size_t errlen)
+int slurm_arg_check(const char *arg, int flags, char *err, size_t errlen)
 {
     const char *name = arg + 2;
     size_t n = strcspn(name, "=");
@@ -386,9 +386,16 @@ int slurm_arg_check(const char *arg, int gpus, char *err, size_t errlen)
         errbuf_set(err, errlen, "--slurm-arg '%s': autobatch sets --%s itself; drop it", arg, hit);
         return -1;
     }
-    if (gpus && (hit = slurm_opt_in(name, n, slurm_gpu_opts))) {
-        errbuf_set(err, errlen, "--slurm-arg '%s': --gpus and --gpus-per-trial give each trial "
-                                "its GPUs (--gres=gpu:K); drop --%s, or drop --gpus", arg, hit);
+    if ((flags & SLURM_ARG_GPUS) && (hit = slurm_opt_in(name, n, slurm_gpu_opts))) {
+        errbuf_set(err, errlen, "--slurm-arg '%s': --gpus and --gpus-per-trial (and a target's "
+                                "GRES type) give each trial its GPUs (--gres=gpu:K); drop --%s",
+                   arg, hit);
+        return -1;
+    }
+    static const char *const partition[] = { "partition", NULL };
+    if ((flags & SLURM_ARG_TARGET) && slurm_opt_in(name, n, partition)) {
+        errbuf_set(err, errlen, "--slurm-arg '%s': --slurm-targets names each target's "
+                                "partition; drop it", arg);
         return -1;
     }
     return 0;
@@ -660,7 +667,7 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
     snprintf(output, sizeof output, "--output=%s/out-%%a.log", rounddir);
     snprintf(g, sizeof g, "--gres=%s", gres ? gres : "");
     snprintf(t, sizeof t, "--time=%ld", minutes);
-    char *argv[12 + SLURM_MAX_ARGS];
+    char *argv[13 + SLURM_MAX_ARGS];
     size_t k = 0;
     argv[k++] = "sbatch";
     argv[k++] = "--parsable";
@@ -673,7 +680,7 @@ int slurm_array_submit(struct slurm_task *tasks, size_t n, const char *rounddir,
     if (minutes > 0)
         argv[k++] = t;
     /* the user's last, so that --time=... wins over ours */
-    for (size_t i = 0; i < nextra && i < SLURM_MAX_ARGS; i++)
+    for (size_t i = 0; i < nextra && i <= SLURM_MAX_ARGS; i++)
         argv[k++] = (char *)extra[i];
     argv[k++] = array;
     argv[k] = NULL;

@@ -113,17 +113,20 @@ int slurm_cancel_wait(const char *job, double max_s);
 /** The GPUs of the allocation SLURM_JOB_ID (scontrol), or 0 unknown. */
 long slurm_alloc_gpus(void);
 
-/** At most this many --slurm-arg options reach sbatch or srun. */
+/** At most this many --slurm-arg options reach sbatch or srun (and a
+ *  target's --partition before them). */
 #define SLURM_MAX_ARGS 16
 
 /**
  * Check one --slurm-arg option before the first trial: a long option
  * (`--name=value`, or `--flag`), one per argument, none that autobatch
  * sets itself (--array, --output, --job-name, --ntasks, --export, ...)
- * nor, with gpus (--gpus given), a GPU request (--gres, --gpus*).
- * Returns 0, or -1 with a one-line error that names the fix.
+ * nor, with SLURM_ARG_GPUS (--gpus given, or a target's GRES type), a GPU
+ * request (--gres, --gpus*), nor, with SLURM_ARG_TARGET (--slurm-targets),
+ * --partition.  Returns 0, or -1 with a one-line error that names the fix.
  */
-int slurm_arg_check(const char *arg, int gpus, char *err, size_t errlen);
+enum { SLURM_ARG_GPUS = 1, SLURM_ARG_TARGET = 2 };
+int slurm_arg_check(const char *arg, int flags, char *err, size_t errlen);
 
 /**
  * Whether a checked --slurm-arg applies to job steps too (srun inside an

@@ -65,7 +65,8 @@ int per_model_argv(struct strvec *av, int argc, char **argv, const struct plan *
             rc |= strvec_push(av, arg);
             continue;
         }
-        static const char *const files[] = { "--json", "--markdown", "--html", "--junit" };
+        static const char *const files[] = { "--json", "--markdown", "--html", "--junit",
+                                             "--events" };
         static const char *const valued[] = { "--gpus", "--slurm-targets", "--write-target",
                                               "--webhook", "--webhook-format" };
         int file = 0, which = -1;
@@ -74,8 +75,14 @@ int per_model_argv(struct strvec *av, int argc, char **argv, const struct plan *
             if (!strncmp(arg, files[f], fl) && (arg[fl] == '\0' || arg[fl] == '='))
                 file = 1;
         }
-        if (part->suffix_baseline && (!strcmp(arg, "--baseline") || !strncmp(arg, "--baseline=", 11)))
+        if ((part->suffix_baseline || part->drop_baseline) &&
+            (!strcmp(arg, "--baseline") || !strncmp(arg, "--baseline=", 11))) {
+            if (part->drop_baseline) {
+                i += !strchr(arg, '=');
+                continue;
+            }
             file = 1;
+        }
         for (size_t f = 0; f < sizeof valued / sizeof *valued; f++) {
             size_t fl = strlen(valued[f]);
             if (!strncmp(arg, valued[f], fl) && (arg[fl] == '\0' || arg[fl] == '='))

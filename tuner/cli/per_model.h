@@ -24,11 +24,12 @@ struct gpu;
 struct split_part {
     const char *gpus;   /**< --gpus's value, or NULL: as given */
     const char *target; /**< --slurm-targets's value, or NULL: as given */
-    const char *tag;    /**< output files (--json, reports) get -TAG before their extension */
+    const char *tag;    /**< output files (--json, reports, --events) get -TAG before their extension */
     int keep_write;     /**< --write and --write-target kept (else left out) */
     int drop_webhook;   /**< --webhook and its options left out */
     const char *json;   /**< --json FILE added (when none was given), or NULL */
     int suffix_baseline; /**< --baseline's file suffixed with TAG too (a baseline per target) */
+    int drop_baseline;   /**< --baseline left out (that part has none yet) */
 };
 
 /** argv again (into av, argv[0] first) for part of a split run; the

@@ -173,9 +173,17 @@ int targets_run(int argc, char **argv, const struct plan *plan, volatile sig_ato
         } else {
             t->json = per_model_suffixed(plan->json_path, t->slug);
         }
+        /* a baseline per target; a target without one yet is not gated */
+        char *base = plan->baseline_path ? per_model_suffixed(plan->baseline_path, t->slug) : NULL;
+        int no_base = base && access(base, F_OK) != 0;
+        if (no_base)
+            fprintf(stderr, "autobatch: target %s: no baseline '%s' yet; its results are not "
+                            "gated this time\n", t->target, base);
+        free(base);
         struct strvec av = STRVEC_INIT;
         struct split_part part = {
             .target = t->target, .tag = t->slug, .drop_webhook = 1, .suffix_baseline = 1,
+            .drop_baseline = no_base,
             .keep_write = plan->write_target && !strcmp(plan->write_target, t->target),
             .json = tmp[0] ? t->json : NULL,
         };

@@ -7,7 +7,8 @@
  * back prefixed "[TARGET] ".  Its results go to --json's file suffixed
  * with the target (r.json -> r-a100-a100.json; a temporary file when
  * --json is not given), --baseline's likewise (a baseline per target:
- * b.json -> b-a100-a100.json), --write only to --write-target's run, and no run
+ * b.json -> b-a100-a100.json; a target without one yet is not gated, and
+ * says so), --write only to --write-target's run, and no run
  * posts the webhook: once all have ended, the matrix of their results
  * (matrix.h, one row per target) is printed, written next to --json
  * (r-matrix.json) when given, and posted once.  A run dies with this

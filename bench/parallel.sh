@@ -110,7 +110,9 @@ run() { # launcher, n, rep, prefix...
   local l=$1 n=$2 rep=$3; shift 3
   local g=() t0 t1
   [ "$l" = array ] && g=(--launcher slurm)
-  [ "$n" -gt 1 ] && g+=(--gpus "$([ "$l" = slurm ] && echo all || seq -s, 0 $((n - 1)))")
+  # in an allocation all its GPUs; from a login node how many (Slurm picks
+  # them); locally the indices
+  [ "$n" -gt 1 ] && g+=(--gpus "$(case $l in slurm) echo all ;; array) echo "$n" ;; *) seq -s, 0 $((n - 1)) ;; esac)")
   t0=$(date +%s.%N)
   "$@" "$ab" --quiet --no-cache --preset hf --batch "1:$range" --warmup 1 --steps 3 "${g[@]}" \
     --json "$work/$l-$n-$rep.json" -- "$sim" --capacity 80G --act-mem 24M --startup-time "${start}s" \

@@ -258,7 +258,8 @@ static enum session_status session_devices(struct session *s, char *why, size_t 
                      plan->slurm_args[i]);
         else
             slurm_arg_check(plan->slurm_args[i],
-                            (plan->gpus[0] || target_type ? SLURM_ARG_GPUS : 0) |
+                            (plan->gpus[0] ? SLURM_ARG_GPUS : 0) |
+                                (target_type ? SLURM_ARG_TYPE : 0) |
                                 (plan->ntargets ? SLURM_ARG_TARGET : 0), why, whylen);
         if (why[0])
             return SESSION_BAD;

@@ -387,9 +387,13 @@ int slurm_arg_check(const char *arg, int flags, char *err, size_t errlen)
         return -1;
     }
     if ((flags & SLURM_ARG_GPUS) && (hit = slurm_opt_in(name, n, slurm_gpu_opts))) {
-        errbuf_set(err, errlen, "--slurm-arg '%s': --gpus and --gpus-per-trial (and a target's "
-                                "GRES type) give each trial its GPUs (--gres=gpu:K); drop --%s",
-                   arg, hit);
+        errbuf_set(err, errlen, "--slurm-arg '%s': --gpus and --gpus-per-trial give each trial "
+                                "its GPUs (--gres=gpu:K); drop --%s, or drop --gpus", arg, hit);
+        return -1;
+    }
+    if ((flags & SLURM_ARG_TYPE) && (hit = slurm_opt_in(name, n, slurm_gpu_opts))) {
+        errbuf_set(err, errlen, "--slurm-arg '%s': a target's GRES type gives each trial its "
+                                "GPUs (--gres=gpu:TYPE:K); drop --%s", arg, hit);
         return -1;
     }
     static const char *const partition[] = { "partition", NULL };

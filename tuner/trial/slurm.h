@@ -121,11 +121,12 @@ long slurm_alloc_gpus(void);
  * Check one --slurm-arg option before the first trial: a long option
  * (`--name=value`, or `--flag`), one per argument, none that autobatch
  * sets itself (--array, --output, --job-name, --ntasks, --export, ...)
- * nor, with SLURM_ARG_GPUS (--gpus given, or a target's GRES type), a GPU
- * request (--gres, --gpus*), nor, with SLURM_ARG_TARGET (--slurm-targets),
- * --partition.  Returns 0, or -1 with a one-line error that names the fix.
+ * nor, with SLURM_ARG_GPUS (--gpus given) or SLURM_ARG_TYPE (a target's
+ * GRES type), a GPU request (--gres, --gpus*), nor, with SLURM_ARG_TARGET
+ * (--slurm-targets), --partition.  Returns 0, or -1 with a one-line
+ * error that names the fix.
  */
-enum { SLURM_ARG_GPUS = 1, SLURM_ARG_TARGET = 2 };
+enum { SLURM_ARG_GPUS = 1, SLURM_ARG_TARGET = 2, SLURM_ARG_TYPE = 4 };
 int slurm_arg_check(const char *arg, int flags, char *err, size_t errlen);
 
 /**

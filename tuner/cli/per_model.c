@@ -49,6 +49,13 @@ char *per_model_suffixed(const char *path, const char *slug)
     return out;
 }
 
+/* Whether arg is the option `name`, alone or as name=value. */
+static int per_model_opt(const char *arg, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(arg, name, n) && (arg[n] == '\0' || arg[n] == '=');
+}
+
 int per_model_argv(struct strvec *av, int argc, char **argv, const struct plan *plan,
                    const struct split_part *part)
 {
@@ -70,24 +77,18 @@ int per_model_argv(struct strvec *av, int argc, char **argv, const struct plan *
         static const char *const valued[] = { "--gpus", "--slurm-targets", "--write-target",
                                               "--webhook", "--webhook-format" };
         int file = 0, which = -1;
-        for (size_t f = 0; f < sizeof files / sizeof *files; f++) {
-            size_t fl = strlen(files[f]);
-            if (!strncmp(arg, files[f], fl) && (arg[fl] == '\0' || arg[fl] == '='))
-                file = 1;
-        }
-        if ((part->suffix_baseline || part->drop_baseline) &&
-            (!strcmp(arg, "--baseline") || !strncmp(arg, "--baseline=", 11))) {
+        for (size_t f = 0; f < sizeof files / sizeof *files; f++)
+            file |= per_model_opt(arg, files[f]);
+        if ((part->suffix_baseline || part->drop_baseline) && per_model_opt(arg, "--baseline")) {
             if (part->drop_baseline) {
                 i += !strchr(arg, '=');
                 continue;
             }
             file = 1;
         }
-        for (size_t f = 0; f < sizeof valued / sizeof *valued; f++) {
-            size_t fl = strlen(valued[f]);
-            if (!strncmp(arg, valued[f], fl) && (arg[fl] == '\0' || arg[fl] == '='))
+        for (size_t f = 0; f < sizeof valued / sizeof *valued; f++)
+            if (per_model_opt(arg, valued[f]))
                 which = (int)f;
-        }
         if ((!strcmp(arg, "--write") && !part->keep_write) ||
             (!strcmp(arg, "--webhook-insecure") && part->drop_webhook))
             continue;
